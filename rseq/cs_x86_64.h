@@ -1,0 +1,353 @@
+// rseq/cs_x86_64.h: the restartable critical sections, x86-64.
+//
+// Each operation is one `asm goto`.  Its layout:
+//
+//   __rseq_cs:            3: { version 0, flags 0, start_ip 4f,
+//                              post_commit_offset 5f - 4f, abort_ip 6f }
+//   __rseq_cs_ptr_array:  .quad 3b
+//   __rseq_failure:       ud1 RSEQ_SIG(%rip), %edi  (the 4 signature bytes
+//                         sit right before the abort IP)
+//                      6: jmp abort               (restart from C++)
+//   .text:                rseq_cs = &3b           (arm the descriptor)
+//                      4: ... loads, checks ...    (start_ip)
+//                         single commit store
+//                      5:                          (post_commit_ip)
+//
+// Invariants (checked by tests/rseq_cs_section_test):
+//   - The only store to shared data in [4, 5) is the last instruction.
+//     Earlier stores go to memory private to the caller (batch `out`) or
+//     beyond the stack's count (batch push), which no reader looks at.
+//   - The ID is read inside the section, after the descriptor is armed, so
+//     a preemption, migration or signal between reading it and the commit
+//     restarts the section.
+//   - Every failure branch leaves without storing to shared data.
+//   - Kernel-owned fields are only loaded.
+//
+// Operands shared by every section:
+//   area    %fs offset of the rseq area (rseq_cs is at area + 8)
+//   idoff   %fs offset of the ID field (mm_cid or cpu_id)
+//   nids    number of rseq IDs; an ID at or above it (including the
+//           ~0 of a not-yet-registered own area) fails the section
+// Every section is `asm volatile goto`: GCC 12 deletes an `asm goto` that
+// has outputs when the outputs are unused (seen with the counter add),
+// despite the documented implicit volatile.
+//
+// Only included by rseq/rseq.h.
+#ifndef CIDMALLOC_RSEQ_CS_X86_64_H_
+#define CIDMALLOC_RSEQ_CS_X86_64_H_
+
+#include <stdint.h>
+
+#include "rseq/abi.h"
+#include "rseq/inject.h"
+#include "rseq/state.h"
+
+// Emits the descriptor (label 3), its pointer, and the signed abort stub
+// (label 6) that jumps to the C++ label `abort`.  The code between 4 and 5
+// is the critical section.
+#define CIDMALLOC_RSEQ_CS_DEFINE                                          \
+  ".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+  ".balign " CIDMALLOC_STR(CIDMALLOC_RSEQ_CS_ALIGN) "\n"                 \
+  "3:\n\t"                                                               \
+  ".long 0, 0\n\t"                   /* version, flags */                \
+  ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
+  ".popsection\n\t"                                                      \
+  ".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+  ".quad 3b\n\t"                                                         \
+  ".popsection\n\t"                                                      \
+  ".pushsection __rseq_failure, \"ax\"\n\t"                              \
+  ".byte 0x0f, 0xb9, 0x3d\n\t"       /* ud1 <sig>(%rip), %edi */         \
+  ".long " CIDMALLOC_STR(CIDMALLOC_RSEQ_SIG) "\n"                        \
+  "6:\n\t"                                                               \
+  "jmp %l[abort]\n\t"                /* restart the operation */         \
+  ".popsection\n\t"
+
+// rax = &descriptor; area->rseq_cs = rax; then start_ip.
+#define CIDMALLOC_RSEQ_CS_ARM                                             \
+  "leaq 3b(%%rip), %%rax\n\t"                                            \
+  "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)          \
+  "(%[area])\n"                                                          \
+  "4:\n\t"
+
+// id = area->id_field; if (id >= nids) goto fail
+#define CIDMALLOC_RSEQ_CS_LOAD_ID                                         \
+  "movl %%fs:(%[idoff]), %k[id]\n\t" /* id = current cid / cpu */        \
+  "cmpl %[nids], %k[id]\n\t"         /* if (id >= nids) */               \
+  "jae %l[fail]\n\t"                 /*   goto fail */
+
+// s = table[id]; if (s == NULL) goto fail; s += offset
+#define CIDMALLOC_RSEQ_CS_LOAD_STACK                                      \
+  "movq (%[table], %q[id], 8), %[s]\n\t" /* s = table[id] */             \
+  "testq %[s], %[s]\n\t"                 /* if (s == NULL) */            \
+  "jz %l[fail]\n\t"                      /*   goto fail */               \
+  "addq %[offset], %[s]\n\t"             /* s = (char*)s + offset */
+
+#define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
+  [area] "r"(::cidmalloc::rseq::g_process.area_offset),            \
+      [idoff] "r"(::cidmalloc::rseq::g_process.id_offset),         \
+      [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids)
+
+namespace cidmalloc::rseq::cs {
+
+// Each function returns true on commit and false on failure (bad ID, absent
+// per-ID region, empty or full stack); an abort restarts it internally.
+
+// counter(id) += delta, where counter(id) = base + (id << 6).
+__attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
+                                                      int64_t delta) {
+  for (;;) {
+    uint64_t id;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             "shlq $" CIDMALLOC_STR(CIDMALLOC_COUNTER_STRIDE_SHIFT)
+             ", %[id]\n\t"                          // id <<= 6
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             "addq %[delta], (%[base], %[id])\n"    // commit: *(base + id) += delta
+             "5:\n\t"
+             : [id] "=&r"(id)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [base] "r"(base),
+               [delta] "r"(delta)
+             : "rax", "memory", "cc"
+             : abort, fail);
+    return true;
+  abort:
+    continue;
+  fail:
+    return false;
+  }
+}
+
+// n = s->count; if (n == 0) fail; *item = s->slots[n-1]; s->count = n-1.
+__attribute__((always_inline)) inline bool Pop(void* const* table,
+                                               uintptr_t offset,
+                                               void** item) {
+  for (;;) {
+    uint64_t id, n;
+    uintptr_t s;
+    void* v;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             CIDMALLOC_RSEQ_CS_LOAD_STACK
+             "movl (%[s]), %k[n]\n\t"             // n = s->count
+             "subl $1, %k[n]\n\t"                 // n -= 1
+             "jb %l[fail]\n\t"                    // if (borrow: was empty) goto fail
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             "movq 8(%[s], %q[n], 8), %[v]\n\t"   // v = s->slots[n]
+             CIDMALLOC_RSEQ_INJECT_ASM(2)
+             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movl %k[n], (%[s])\n"               // commit: s->count = n
+             "5:\n\t"
+             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&r"(v)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
+               [offset] "r"(offset)
+             : "rax", "memory", "cc"
+             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    *item = v;
+    return true;
+  abort:
+    continue;
+  fail:
+    return false;
+    CIDMALLOC_RSEQ_MISMATCH_HANDLER
+  }
+}
+
+// n = s->count; if (n >= s->capacity) fail; s->slots[n] = item;
+// s->count = n+1.
+__attribute__((always_inline)) inline bool Push(void* const* table,
+                                                uintptr_t offset,
+                                                void* item) {
+  for (;;) {
+    uint64_t id, n;
+    uintptr_t s;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             CIDMALLOC_RSEQ_CS_LOAD_STACK
+             "movl (%[s]), %k[n]\n\t"             // n = s->count
+             "cmpl 4(%[s]), %k[n]\n\t"            // if (n >= s->capacity)
+             "jae %l[fail]\n\t"                   //   goto fail
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             "movq %[item], 8(%[s], %q[n], 8)\n\t"  // s->slots[n] = item (beyond count: private)
+             "addl $1, %k[n]\n\t"                 // n += 1
+             CIDMALLOC_RSEQ_INJECT_ASM(2)
+             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movl %k[n], (%[s])\n"               // commit: s->count = n
+             "5:\n\t"
+             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
+               [offset] "r"(offset), [item] "r"(item)
+             : "rax", "memory", "cc"
+             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    return true;
+  abort:
+    continue;
+  fail:
+    return false;
+    CIDMALLOC_RSEQ_MISMATCH_HANDLER
+  }
+}
+
+// Pops min(want, count) items into out[0..k), top of the stack first, and
+// returns k (0 on failure).  Requires want > 0.
+__attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
+                                                        uintptr_t offset,
+                                                        void** out,
+                                                        uint32_t want) {
+  for (;;) {
+    uint64_t id, n, end;
+    uintptr_t s;
+    void** o = out;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             CIDMALLOC_RSEQ_CS_LOAD_STACK
+             "movl (%[s]), %k[n]\n\t"             // n = s->count
+             "testl %k[n], %k[n]\n\t"             // if (n == 0)
+             "jz %l[fail]\n\t"                    //   goto fail
+             "movl %k[n], %k[end]\n\t"            // end = n
+             "subl %[want], %k[end]\n\t"          // end -= want
+             "jae 8f\n\t"                         // if (borrow)
+             "xorl %k[end], %k[end]\n"            //   end = 0
+             "8:\n\t"
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             "9:\n\t"                             // do {
+             "subl $1, %k[n]\n\t"                 //   n -= 1
+             "movq 8(%[s], %q[n], 8), %%rax\n\t"  //   rax = s->slots[n]
+             "movq %%rax, (%[o])\n\t"             //   *o = rax (caller-private)
+             "addq $8, %[o]\n\t"                  //   o += 1
+             "cmpl %k[end], %k[n]\n\t"            // } while (n > end)
+             "ja 9b\n\t"
+             CIDMALLOC_RSEQ_INJECT_ASM(2)
+             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movl %k[end], (%[s])\n"             // commit: s->count = end
+             "5:\n\t"
+             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
+               [end] "=&r"(end), [o] "+&r"(o)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
+               [offset] "r"(offset), [want] "r"(want)
+             : "rax", "memory", "cc"
+             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    return static_cast<uint32_t>(o - out);
+  abort:
+    continue;
+  fail:
+    return 0;
+    CIDMALLOC_RSEQ_MISMATCH_HANDLER
+  }
+}
+
+// Pushes in[0..k), k = min(want, capacity - count), and returns k (0 on
+// failure).  Requires want > 0.
+__attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
+                                                         uintptr_t offset,
+                                                         void* const* in,
+                                                         uint32_t want) {
+  for (;;) {
+    uint64_t id, n, end;
+    uintptr_t s;
+    void* const* i = in;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             CIDMALLOC_RSEQ_CS_LOAD_STACK
+             "movl (%[s]), %k[n]\n\t"             // n = s->count
+             "movl 4(%[s]), %k[end]\n\t"          // end = s->capacity
+             "subl %k[n], %k[end]\n\t"            // end -= n (room)
+             "jbe %l[fail]\n\t"                   // if (room <= 0) goto fail
+             "cmpl %[want], %k[end]\n\t"          // if (end > want)
+             "cmoval %[want], %k[end]\n\t"        //   end = want
+             "addl %k[n], %k[end]\n\t"            // end += n (new count)
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             "9:\n\t"                             // do {
+             "movq (%[i]), %%rax\n\t"             //   rax = *i
+             "movq %%rax, 8(%[s], %q[n], 8)\n\t"  //   s->slots[n] = rax (beyond count: private)
+             "addq $8, %[i]\n\t"                  //   i += 1
+             "addl $1, %k[n]\n\t"                 //   n += 1
+             "cmpl %k[end], %k[n]\n\t"            // } while (n < end)
+             "jb 9b\n\t"
+             CIDMALLOC_RSEQ_INJECT_ASM(2)
+             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movl %k[end], (%[s])\n"             // commit: s->count = end
+             "5:\n\t"
+             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
+               [end] "=&r"(end), [i] "+&r"(i)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
+               [offset] "r"(offset), [want] "r"(want)
+             : "rax", "memory", "cc"
+             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    return static_cast<uint32_t>(i - in);
+  abort:
+    continue;
+  fail:
+    return 0;
+    CIDMALLOC_RSEQ_MISMATCH_HANDLER
+  }
+}
+
+// capacity = min(max(capacity + delta, 0), limit); returns the new
+// capacity, or -1 on failure (bad ID or absent region).
+__attribute__((always_inline)) inline int64_t AdjustCapacity(
+    void* const* table, uintptr_t offset, int32_t delta, uint32_t limit) {
+  for (;;) {
+    uint64_t id, c;
+    uintptr_t s;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             CIDMALLOC_RSEQ_CS_LOAD_ID
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             CIDMALLOC_RSEQ_CS_LOAD_STACK
+             "movl 4(%[s]), %k[c]\n\t"          // c = s->capacity
+             "addl %[delta], %k[c]\n\t"         // c += delta
+             "jns 8f\n\t"                       // if (c < 0)
+             "xorl %k[c], %k[c]\n"              //   c = 0
+             "8:\n\t"
+             "cmpl %[limit], %k[c]\n\t"         // if (c > limit)
+             "cmoval %[limit], %k[c]\n\t"       //   c = limit
+             CIDMALLOC_RSEQ_INJECT_ASM(1)
+             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movl %k[c], 4(%[s])\n"            // commit: s->capacity = c
+             "5:\n\t"
+             : [id] "=&r"(id), [s] "=&r"(s), [c] "=&r"(c)
+             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
+               [offset] "r"(offset), [delta] "r"(delta), [limit] "r"(limit)
+             : "rax", "memory", "cc"
+             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    return static_cast<int64_t>(c);
+  abort:
+    continue;
+  fail:
+    return -1;
+    CIDMALLOC_RSEQ_MISMATCH_HANDLER
+  }
+}
+
+// Reads cpu_id and node_id inside one section, so the pair is consistent
+// even across a migration.  No commit: the last load ends the section.
+__attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
+                                                   int32_t* node) {
+  for (;;) {
+    int32_t c, nd;
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+             "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_CPU_ID)
+             "(%[area]), %[c]\n\t"                // c = area->cpu_id
+             CIDMALLOC_RSEQ_INJECT_ASM(0)
+             "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID)
+             "(%[area]), %[nd]\n"                 // nd = area->node_id
+             "5:\n\t"
+             : [c] "=&r"(c), [nd] "=&r"(nd)
+             : [area] "r"(::cidmalloc::rseq::g_process.area_offset)
+             : "rax", "memory", "cc"
+             : abort);
+    *cpu = c;
+    *node = nd;
+    return;
+  abort:
+    continue;
+  }
+}
+
+}  // namespace cidmalloc::rseq::cs
+
+#endif  // CIDMALLOC_RSEQ_CS_X86_64_H_

@@ -1,0 +1,239 @@
+// rseq/registration.cc: process initialisation, feature detection, and the
+// per-thread choice between rseq and soft IDs.
+//
+// Nothing here allocates: Init() runs from inside malloc in the allocator.
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rseq/area.h"
+#include "rseq/raw_io.h"
+#include "rseq/soft_ids.h"
+#include "rseq/state.h"
+
+// glibc 2.35+ exports where it registered each thread's area.  Weak, so that
+// static links against older libcs, and musl, still resolve (to null).
+extern "C" {
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+}
+
+namespace cidmalloc::rseq {
+
+ProcessState g_process;
+__thread ThreadPath t_path CIDMALLOC_TLS_IE = ThreadPath::kUnknown;
+
+namespace {
+
+// Our own area, used when nobody registered one for the thread.  The kernel
+// owns cpu_id_start, cpu_id, node_id and mm_cid once it is registered; the
+// initial values only say "not registered": cpu_id is
+// RSEQ_CPU_ID_UNINITIALIZED and node_id/mm_cid are out of every ID range,
+// so a critical section run before registration fails its bounds check.
+struct alignas(CIDMALLOC_RSEQ_AREA_SIZE) OwnArea {
+  uint32_t cpu_id_start;
+  int32_t cpu_id;
+  uint64_t rseq_cs;
+  uint32_t flags;
+  uint32_t node_id;
+  uint32_t mm_cid;
+  uint32_t reserved;
+};
+static_assert(sizeof(OwnArea) == CIDMALLOC_RSEQ_AREA_SIZE);
+static_assert(offsetof(OwnArea, cpu_id) == CIDMALLOC_RSEQ_OFF_CPU_ID);
+static_assert(offsetof(OwnArea, rseq_cs) == CIDMALLOC_RSEQ_OFF_RSEQ_CS);
+static_assert(offsetof(OwnArea, flags) == CIDMALLOC_RSEQ_OFF_FLAGS);
+static_assert(offsetof(OwnArea, node_id) == CIDMALLOC_RSEQ_OFF_NODE_ID);
+static_assert(offsetof(OwnArea, mm_cid) == CIDMALLOC_RSEQ_OFF_MM_CID);
+
+__thread OwnArea t_own_area CIDMALLOC_TLS_IE = {
+    0, CIDMALLOC_RSEQ_CPU_ID_UNINITIALIZED, 0, 0, ~0u, ~0u, 0};
+
+// Set while this thread runs Init(), to detect re-entry.
+__thread bool t_in_init CIDMALLOC_TLS_IE = false;
+
+// Registers t_own_area for the calling thread.  Returns 0 or an errno.
+int RegisterOwnArea() {
+  const int saved = errno;
+  const long r = syscall(SYS_rseq, &t_own_area, CIDMALLOC_RSEQ_AREA_SIZE, 0,
+                         CIDMALLOC_RSEQ_SIG);
+  const int err = r == 0 ? 0 : errno;
+  errno = saved;
+  return err;
+}
+
+void Warn(const char* what, const char* value, const char* outcome) {
+  RawBuffer b;
+  b.Str("cidmalloc: ").Str(what).Str(value).Str(outcome).Ch('\n');
+  b.WriteTo(2);
+}
+
+// CIDMALLOC_RSEQ_MODE=cid|cpu|none caps the mode; unset means no cap.
+Mode ModeCap() {
+  const char* v = GetKnob("CIDMALLOC_RSEQ_MODE");
+  if (v == nullptr || *v == '\0') return Mode::kCid;
+  if (strcmp(v, "cid") == 0) return Mode::kCid;
+  if (strcmp(v, "cpu") == 0) return Mode::kCpu;
+  if (strcmp(v, "none") == 0) return Mode::kNone;
+  Warn("CIDMALLOC_RSEQ_MODE=", v,
+       " is not one of cid|cpu|none; using the best mode available");
+  return Mode::kCid;
+}
+
+void CountCpu(int cpu, void* arg) {
+  uint32_t* max = static_cast<uint32_t*>(arg);
+  if (static_cast<uint32_t>(cpu) + 1 > *max) *max = cpu + 1;
+}
+
+// Number of possible CPU numbers: every cpu and cid is below it.
+uint32_t ReadPossibleCpus() {
+  char buf[256];
+  uint32_t n = 0;
+  if (ReadSmallFile("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0 &&
+      ForEachInCpuList(buf, CountCpu, &n) && n > 0) {
+    return n;
+  }
+  return 4096;  // Linux's largest common NR_CPUS; only sizes tables.
+}
+
+bool RegisterMembarrier() {
+  const int saved = errno;
+  const long r =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
+              0, 0);
+  errno = saved;
+  return r == 0;
+}
+
+void AtForkChild() {
+  // The child has one thread and a new mm: membarrier registration is per
+  // mm, and the other threads' soft IDs and locks died with them.
+  if (g_process.mode != Mode::kNone) {
+    g_process.fence_available = RegisterMembarrier();
+  }
+  ResetSoftIdsInChild();
+}
+
+void DoInit() {
+  ProcessState& p = g_process;
+  // A consistent none-mode state first, in case anything below re-enters.
+  p.mode = p.best_mode = Mode::kNone;
+  p.registration = Registration::kNone;
+  p.num_rseq_ids = 0;
+  p.num_ids = kMaxSoftIds;
+  p.possible_cpus = ReadPossibleCpus();
+
+  const int saved = errno;
+  p.feature_size =
+      static_cast<uint32_t>(getauxval(CIDMALLOC_AT_RSEQ_FEATURE_SIZE));
+  p.rseq_align = static_cast<uint32_t>(getauxval(CIDMALLOC_AT_RSEQ_ALIGN));
+  errno = saved;
+
+  const Mode cap = ModeCap();
+#if CIDMALLOC_RSEQ_X86_64
+  if (&__rseq_size != nullptr && __rseq_size > 0) {
+    // glibc registered every thread.  __rseq_size reports 20 on glibc 2.36
+    // even though the registered area is 32 bytes long, so features come
+    // from auxv, not from __rseq_size.
+    p.area_offset = __rseq_offset;
+    p.registration = Registration::kGlibc;
+    if (LoadTp32(p.area_offset + CIDMALLOC_RSEQ_OFF_CPU_ID) < 0) {
+      p.registration = Registration::kNone;  // glibc's attempt failed.
+    }
+  } else if (cap != Mode::kNone) {
+    p.area_offset = reinterpret_cast<char*>(&t_own_area) - ThreadPointer();
+    p.registration_errno = RegisterOwnArea();
+    if (p.registration_errno == 0) p.registration = Registration::kOwn;
+  }
+#endif
+  if (p.registration != Registration::kNone) {
+    p.best_mode = p.feature_size >= CIDMALLOC_RSEQ_FEATURE_MM_CID ? Mode::kCid
+                                                                  : Mode::kCpu;
+    p.has_node_id = p.feature_size >= CIDMALLOC_RSEQ_FEATURE_NODE_ID;
+  }
+  p.mode = cap < p.best_mode ? cap : p.best_mode;
+  if (cap > p.best_mode && GetKnob("CIDMALLOC_RSEQ_MODE") != nullptr) {
+    Warn("CIDMALLOC_RSEQ_MODE=", GetKnob("CIDMALLOC_RSEQ_MODE"),
+         " is not available here; using the best mode available");
+  }
+  p.id_offset = p.area_offset + (p.mode == Mode::kCid
+                                     ? CIDMALLOC_RSEQ_OFF_MM_CID
+                                     : CIDMALLOC_RSEQ_OFF_CPU_ID);
+  if (p.mode != Mode::kNone) {
+    p.fence_available = RegisterMembarrier();
+    p.num_rseq_ids = p.possible_cpus;
+    p.num_ids = p.num_rseq_ids + kMaxSoftIds;
+  }
+  InitSoftIds();
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+}
+
+}  // namespace
+
+void InitSlow() {
+  if (t_in_init) return;  // Re-entered: the none-mode state is consistent.
+  int expected = 0;
+  if (!g_process.init_state.compare_exchange_strong(
+          expected, 1, std::memory_order_acquire)) {
+    // Another thread initialises; its release store below pairs with this
+    // acquire load.
+    while (g_process.init_state.load(std::memory_order_acquire) != 2) {
+      syscall(SYS_sched_yield);
+    }
+    return;
+  }
+  t_in_init = true;
+  DoInit();
+  t_in_init = false;
+  // Publishes every field of g_process; pairs with the acquire loads in
+  // EnsureInit() and above.
+  g_process.init_state.store(2, std::memory_order_release);
+}
+
+ThreadPath ThreadPathSlow() {
+  EnsureInit();
+  if (g_process.init_state.load(std::memory_order_acquire) != 2) {
+    return ThreadPath::kSoft;  // Re-entered during Init(); do not cache.
+  }
+  ThreadPath path = ThreadPath::kSoft;
+  if (g_process.mode != Mode::kNone) {
+    if (g_process.registration == Registration::kGlibc) {
+      if (AreaCpuId() >= 0) path = ThreadPath::kRseq;
+    } else if (g_process.registration == Registration::kOwn) {
+      if (AreaCpuId() >= 0 || RegisterOwnArea() == 0) path = ThreadPath::kRseq;
+    }
+  }
+  t_path = path;
+  return path;
+}
+
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kCid:
+      return "cid";
+    case Mode::kCpu:
+      return "cpu";
+    case Mode::kNone:
+      break;
+  }
+  return "none";
+}
+
+const char* RegistrationName(Registration r) {
+  switch (r) {
+    case Registration::kGlibc:
+      return "glibc";
+    case Registration::kOwn:
+      return "own";
+    case Registration::kNone:
+      break;
+  }
+  return "none";
+}
+
+}  // namespace cidmalloc::rseq

@@ -1,0 +1,268 @@
+// rseq/rseq.cc: the out-of-line slow paths of rseq.h.
+//
+// Each slow path first settles how the calling thread works (registering its
+// own area if needed), retries the critical section on the rseq path, and
+// otherwise runs the portable version under a soft-ID lock.
+#include "rseq/rseq.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rseq/inject.h"
+#include "rseq/raw_io.h"
+#include "rseq/soft_ids.h"
+
+#ifdef CIDMALLOC_RSEQ_INJECT
+extern "C" {
+volatile uint32_t cidmalloc_rseq_inject_loops[CIDMALLOC_RSEQ_INJECT_POINTS];
+}
+#endif
+
+namespace cidmalloc::rseq {
+
+namespace {
+
+// True if the calling thread's rseq ID is in range, i.e. a failed critical
+// section failed on the data, not on the ID.
+bool RseqIdInRange() {
+  const uint32_t id =
+      static_cast<uint32_t>(LoadTp32OrNegative(g_process.id_offset));
+  return id < g_process.num_rseq_ids;
+}
+
+// The thread's path for a per-ID operation, demoting it to soft IDs if its
+// rseq ID is unusable (out of range: never seen, but never trusted).
+ThreadPath OperationPath() {
+  ThreadPath path = CurrentThreadPath();
+  if (path == ThreadPath::kRseq && !RseqIdInRange()) {
+    t_path = path = ThreadPath::kSoft;
+  }
+  return path;
+}
+
+void* SlotTable(void* const* table, uint32_t id) {
+  // Drainers store table entries concurrently (see rseq.h); the lock orders
+  // the region's contents, this load only has to be a single access.
+  return __atomic_load_n(&table[id], __ATOMIC_RELAXED);
+}
+
+Stack* SoftStack(void* const* table, uintptr_t offset, uint32_t index) {
+  char* region =
+      static_cast<char*>(SlotTable(table, g_process.num_rseq_ids + index));
+  return region == nullptr ? nullptr
+                           : reinterpret_cast<Stack*>(region + offset);
+}
+
+}  // namespace
+
+uint32_t CurrentId() {
+  if (OperationPath() == ThreadPath::kRseq) {
+    return static_cast<uint32_t>(LoadTp32OrNegative(g_process.id_offset));
+  }
+  return CurrentSoftId();
+}
+
+int CurrentCid() {
+  EnsureInit();
+  if (g_process.feature_size < CIDMALLOC_RSEQ_FEATURE_MM_CID) return -1;
+  if (AreaCpuId() < 0) ThreadPathSlow();  // Registers an own area if needed.
+  if (AreaCpuId() < 0) return -1;
+  return AreaField(CIDMALLOC_RSEQ_OFF_MM_CID);
+}
+
+int CurrentCpuSlow() {
+  EnsureInit();
+  if (g_process.registration == Registration::kOwn && t_path ==
+      ThreadPath::kUnknown) {
+    ThreadPathSlow();
+    const int32_t cpu = AreaCpuId();
+    if (cpu >= 0) return cpu;
+  }
+  unsigned cpu = 0;
+  // glibc's getcpu() uses the vDSO on x86-64.
+  if (getcpu(&cpu, nullptr) != 0) return 0;
+  return static_cast<int>(cpu);
+}
+
+int GetCpuSlow(unsigned* cpu, unsigned* node) {
+  EnsureInit();
+  if (g_process.registration != Registration::kNone) {
+    if (t_path == ThreadPath::kUnknown) ThreadPathSlow();
+#if CIDMALLOC_RSEQ_X86_64
+    if (g_process.has_node_id) {
+      int32_t c, n;
+      cs::CpuNode(&c, &n);
+      if (c >= 0) {
+        *cpu = static_cast<unsigned>(c);
+        *node = static_cast<unsigned>(n);
+        return 0;
+      }
+    }
+#endif
+    const int32_t c = AreaCpuId();
+    if (c >= 0) {
+      // No node_id (Linux < 6.3): the node of a cpu never changes, so the
+      // pair is consistent whenever the cpu read is.
+      *cpu = static_cast<unsigned>(c);
+      *node = static_cast<unsigned>(NodeOfCpu(c));
+      return 0;
+    }
+  }
+  return getcpu(cpu, node);
+}
+
+void CounterAddSlow(uintptr_t base, int64_t delta) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  while (OperationPath() == ThreadPath::kRseq) {
+    if (cs::CounterAdd(base, delta)) return;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  CIDMALLOC_RSEQ_INJECT_C(0);
+  int64_t* counter = reinterpret_cast<int64_t*>(
+      base + (uintptr_t{g_process.num_rseq_ids + index}
+              << CIDMALLOC_COUNTER_STRIDE_SHIFT));
+  *counter += delta;
+  SoftUnlock(index);
+}
+
+void* PopSlow(void* const* table, uintptr_t offset) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  if (OperationPath() == ThreadPath::kRseq) {
+    void* item;
+    if (cs::Pop(table, offset, &item)) return item;
+    if (RseqIdInRange()) return nullptr;
+    t_path = ThreadPath::kSoft;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  void* item = nullptr;
+  Stack* s = SoftStack(table, offset, index);
+  CIDMALLOC_RSEQ_INJECT_C(0);
+  if (s != nullptr && s->count > 0) item = s->slots()[--s->count];
+  SoftUnlock(index);
+  return item;
+}
+
+bool PushSlow(void* const* table, uintptr_t offset, void* item) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  if (OperationPath() == ThreadPath::kRseq) {
+    if (cs::Push(table, offset, item)) return true;
+    if (RseqIdInRange()) return false;
+    t_path = ThreadPath::kSoft;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  bool ok = false;
+  Stack* s = SoftStack(table, offset, index);
+  CIDMALLOC_RSEQ_INJECT_C(0);
+  if (s != nullptr && s->count < s->capacity) {
+    s->slots()[s->count++] = item;
+    ok = true;
+  }
+  SoftUnlock(index);
+  return ok;
+}
+
+uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
+                      uint32_t want) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  if (OperationPath() == ThreadPath::kRseq) {
+    const uint32_t n = cs::PopBatch(table, offset, out, want);
+    if (n != 0 || RseqIdInRange()) return n;
+    t_path = ThreadPath::kSoft;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  uint32_t n = 0;
+  Stack* s = SoftStack(table, offset, index);
+  CIDMALLOC_RSEQ_INJECT_C(0);
+  if (s != nullptr) {
+    while (n < want && s->count > 0) out[n++] = s->slots()[--s->count];
+  }
+  SoftUnlock(index);
+  return n;
+}
+
+uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
+                       uint32_t want) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  if (OperationPath() == ThreadPath::kRseq) {
+    const uint32_t n = cs::PushBatch(table, offset, in, want);
+    if (n != 0 || RseqIdInRange()) return n;
+    t_path = ThreadPath::kSoft;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  uint32_t n = 0;
+  Stack* s = SoftStack(table, offset, index);
+  CIDMALLOC_RSEQ_INJECT_C(0);
+  if (s != nullptr) {
+    while (n < want && s->count < s->capacity) s->slots()[s->count++] = in[n++];
+  }
+  SoftUnlock(index);
+  return n;
+}
+
+int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
+                       uint32_t limit) {
+  EnsureInit();
+#if CIDMALLOC_RSEQ_X86_64
+  if (OperationPath() == ThreadPath::kRseq) {
+    const int64_t c = cs::AdjustCapacity(table, offset, delta, limit);
+    if (c >= 0 || RseqIdInRange()) return c;
+    t_path = ThreadPath::kSoft;
+  }
+#endif
+  const uint32_t index = SoftLockAny();
+  int64_t c = -1;
+  Stack* s = SoftStack(table, offset, index);
+  if (s != nullptr) {
+    c = static_cast<int64_t>(s->capacity) + delta;
+    if (c < 0) c = 0;
+    if (c > limit) c = limit;
+    s->capacity = static_cast<uint32_t>(c);
+  }
+  SoftUnlock(index);
+  return c;
+}
+
+bool Fence() {
+  EnsureInit();
+  if (!g_process.fence_available) return false;
+  const int saved = errno;
+  const long r =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+  errno = saved;
+  return r == 0;
+}
+
+bool QuiesceId(uint32_t id) {
+  EnsureInit();
+  if (id >= g_process.num_rseq_ids) {
+    const uint32_t index = id - g_process.num_rseq_ids;
+    SoftLockWait(index);
+    SoftUnlock(index);
+    return true;
+  }
+  return Fence();
+}
+
+void IdChangedInCriticalSection() {
+  static const char kMsg[] =
+      "cidmalloc: rseq ID changed inside a critical section that was not "
+      "restarted (compare-twice check)\n";
+  RawWrite(2, kMsg, sizeof kMsg - 1);
+  abort();
+}
+
+}  // namespace cidmalloc::rseq

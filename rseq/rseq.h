@@ -1,0 +1,207 @@
+// rseq/rseq.h: the public interface of the rseq layer.
+//
+// This layer knows nothing about memory allocation.  It offers:
+//   - the mode (cid, cpu or none) and fast reads of the current cpu, node
+//     and cid;
+//   - restartable per-ID operations: a counter add and push/pop (single and
+//     batch) on a bounded stack, indexed by the current ID;
+//   - a fence that restarts every in-flight critical section, and
+//     QuiesceId() for touching another ID's data.
+//
+// IDs.  Per-ID tables are indexed by an ID below NumIds():
+//   [0, NumRseqIds())          the mm_cid (cid mode) or cpu (cpu mode);
+//   [NumRseqIds(), NumIds())   soft IDs: threads without usable rseq.
+//
+// Per-ID stacks.  `table` has NumIds() pointers to per-ID regions, nullptr
+// for an ID whose region does not exist yet; the stack of an ID lives at
+// byte `offset` of its region.  Pop fails when the stack is empty or the
+// region absent; Push fails when the stack is full or the region absent.
+// Items must not be null.
+//
+// Touching another ID's stack (draining it): store nullptr into table[id]
+// (a relaxed atomic store), call QuiesceId(id), work on the region, then
+// store the pointer back (release).  After QuiesceId no operation on `id`
+// is in flight and every new one sees nullptr.
+#ifndef CIDMALLOC_RSEQ_RSEQ_H_
+#define CIDMALLOC_RSEQ_RSEQ_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rseq/abi.h"
+#include "rseq/area.h"
+#include "rseq/cpu_node.h"
+#include "rseq/state.h"
+#if CIDMALLOC_RSEQ_X86_64
+#include "rseq/cs_x86_64.h"
+#endif
+
+namespace cidmalloc::rseq {
+
+// A bounded stack: the header of `capacity` slots that follow it.
+struct Stack {
+  uint32_t count;
+  uint32_t capacity;
+  void** slots() { return reinterpret_cast<void**>(this + 1); }
+  static constexpr size_t BytesFor(uint32_t capacity) {
+    return sizeof(Stack) + sizeof(void*) * capacity;
+  }
+};
+static_assert(offsetof(Stack, count) == CIDMALLOC_STACK_OFF_COUNT);
+static_assert(offsetof(Stack, capacity) == CIDMALLOC_STACK_OFF_CAPACITY);
+static_assert(sizeof(Stack) == CIDMALLOC_STACK_OFF_SLOTS);
+
+// ---- Mode and IDs --------------------------------------------------------
+inline Mode CurrentMode() {
+  EnsureInit();
+  return g_process.mode;
+}
+inline uint32_t NumRseqIds() {
+  EnsureInit();
+  return g_process.num_rseq_ids;
+}
+inline uint32_t NumIds() {
+  EnsureInit();
+  return g_process.num_ids;
+}
+inline const ProcessState& Process() {
+  EnsureInit();
+  return g_process;
+}
+
+// The ID the calling thread's operations use right now.
+uint32_t CurrentId();
+
+// ---- Fast reads ------------------------------------------------------------
+// The current cpu: an inline load of the rseq area (the seed's 0.8 ns read),
+// falling back to getcpu(2) through the vDSO without rseq.
+int CurrentCpuSlow();
+inline int CurrentCpu() {
+  const int32_t cpu = AreaCpuId();
+  if (CIDMALLOC_LIKELY(cpu >= 0)) return cpu;
+  return CurrentCpuSlow();
+}
+
+// The NUMA node of the cpu the thread runs on: node_id (Linux 6.3+), else
+// the cpu->node table built from the topology.
+inline int CurrentNode() {
+  if (CIDMALLOC_LIKELY(g_process.has_node_id) && AreaCpuId() >= 0) {
+    return AreaField(CIDMALLOC_RSEQ_OFF_NODE_ID);
+  }
+  return NodeOfCpu(CurrentCpu());
+}
+
+// mm_cid of the calling thread, or -1 where the kernel does not provide it.
+int CurrentCid();
+
+// getcpu(2) in user space: a consistent (cpu, node) pair.  Returns 0, or -1
+// with errno set if even the system call fails.
+int GetCpuSlow(unsigned* cpu, unsigned* node);
+inline int GetCpu(unsigned* cpu, unsigned* node) {
+#if CIDMALLOC_RSEQ_X86_64
+  if (CIDMALLOC_LIKELY(g_process.has_node_id)) {
+    int32_t c, n;
+    cs::CpuNode(&c, &n);
+    if (CIDMALLOC_LIKELY(c >= 0)) {
+      *cpu = static_cast<unsigned>(c);
+      *node = static_cast<unsigned>(n);
+      return 0;
+    }
+  }
+#endif
+  return GetCpuSlow(cpu, node);
+}
+
+// ---- Restartable per-ID operations -----------------------------------------
+// Fast path budget (x86-64, cid or cpu mode): Pop and Push are 14
+// instructions from the mode check to the commit, with no atomic RMW, lock
+// or system call; bench/rseq_disasm_check.sh checks the count.  The slow
+// paths are out of line and reached by a tail call.
+void CounterAddSlow(uintptr_t base, int64_t delta);
+void* PopSlow(void* const* table, uintptr_t offset);
+bool PushSlow(void* const* table, uintptr_t offset, void* item);
+uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
+                      uint32_t want);
+uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
+                       uint32_t want);
+
+// counter(id) += delta for the current ID, where counter(id) is the int64 at
+// base + (id << CIDMALLOC_COUNTER_STRIDE_SHIFT); the counter array must
+// cover NumIds() IDs.  Always succeeds.
+inline void CounterAdd(uintptr_t base, int64_t delta) {
+#if CIDMALLOC_RSEQ_X86_64
+  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+      CIDMALLOC_LIKELY(cs::CounterAdd(base, delta))) {
+    return;
+  }
+#endif
+  return CounterAddSlow(base, delta);
+}
+
+inline void* Pop(void* const* table, uintptr_t offset) {
+#if CIDMALLOC_RSEQ_X86_64
+  void* item;
+  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+      CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
+    return item;
+  }
+#endif
+  return PopSlow(table, offset);
+}
+
+inline bool Push(void* const* table, uintptr_t offset, void* item) {
+#if CIDMALLOC_RSEQ_X86_64
+  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+      CIDMALLOC_LIKELY(cs::Push(table, offset, item))) {
+    return true;
+  }
+#endif
+  return PushSlow(table, offset, item);
+}
+
+// Pops up to `want` items into out[], top first; returns how many.
+inline uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
+                         uint32_t want) {
+  if (want == 0) return 0;
+#if CIDMALLOC_RSEQ_X86_64
+  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone)) {
+    const uint32_t n = cs::PopBatch(table, offset, out, want);
+    if (CIDMALLOC_LIKELY(n != 0)) return n;
+  }
+#endif
+  return PopBatchSlow(table, offset, out, want);
+}
+
+// Pushes up to `want` items from in[] (as many as fit); returns how many.
+inline uint32_t PushBatch(void* const* table, uintptr_t offset,
+                          void* const* in, uint32_t want) {
+  if (want == 0) return 0;
+#if CIDMALLOC_RSEQ_X86_64
+  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone)) {
+    const uint32_t n = cs::PushBatch(table, offset, in, want);
+    if (CIDMALLOC_LIKELY(n != 0)) return n;
+  }
+#endif
+  return PushBatchSlow(table, offset, in, want);
+}
+
+// Grows (delta > 0) or shrinks (delta < 0) the current ID's stack capacity,
+// clamped to [0, limit]; returns the new capacity, or -1 if the current ID
+// has no region.  Shrinking below count is allowed: pushes then fail until
+// pops bring count under the capacity.  Not a fast-path operation.
+int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
+                       uint32_t limit);
+
+// ---- Fences ------------------------------------------------------------------
+// Restarts every in-flight critical section of the process
+// (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)); also a full memory
+// barrier on every cpu running one of its threads.  Returns false where the
+// kernel lacks it (before 5.10) or the mode is none.
+bool Fence();
+// Waits until no operation on `id` is in flight (see the header comment).
+// Returns false if that cannot be guaranteed (no fence on this kernel).
+bool QuiesceId(uint32_t id);
+
+}  // namespace cidmalloc::rseq
+
+#endif  // CIDMALLOC_RSEQ_RSEQ_H_

@@ -1,0 +1,104 @@
+// rseq/state.h: process-wide and per-thread rseq state.
+//
+// The process state is written once by Init() (and again only in a fork
+// child, which has a single thread) and read without synchronisation by the
+// fast paths afterwards.  The per-thread state is initial-exec TLS.
+#ifndef CIDMALLOC_RSEQ_STATE_H_
+#define CIDMALLOC_RSEQ_STATE_H_
+
+#include <stdint.h>
+
+#include <atomic>
+
+#include "rseq/abi.h"
+
+#if defined(__x86_64__) && !defined(CIDMALLOC_RSEQ_FORCE_PORTABLE)
+#define CIDMALLOC_RSEQ_X86_64 1
+#else
+#define CIDMALLOC_RSEQ_X86_64 0
+#endif
+
+#define CIDMALLOC_TLS_IE __attribute__((tls_model("initial-exec")))
+#define CIDMALLOC_HIDDEN __attribute__((visibility("hidden")))
+#define CIDMALLOC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CIDMALLOC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace cidmalloc::rseq {
+
+// Which ID indexes per-ID data.  Ordered: a higher value is a better mode.
+enum class Mode : uint8_t { kNone = 0, kCpu = 1, kCid = 2 };
+
+// Who registered the calling threads' rseq areas.
+enum class Registration : uint8_t { kNone = 0, kGlibc = 1, kOwn = 2 };
+
+// How the calling thread performs per-ID operations.
+enum class ThreadPath : uint8_t {
+  kUnknown = 0,  // not decided yet (a new thread); the slow path decides.
+  kRseq = 1,     // rseq critical sections on its cpu or cid.
+  kSoft = 2,     // a software ID guarded by a lock (no usable rseq).
+};
+
+// Soft IDs follow the rseq IDs: [soft_base, soft_base + kMaxSoftIds).
+// Threads beyond this many share soft IDs, which their locks make safe.
+inline constexpr uint32_t kMaxSoftIds = 1024;
+
+struct alignas(64) ProcessState {
+  // --- Written by Init() before init_state is released; then read-only. ---
+  // %fs-relative offset of every thread's rseq area (constant across
+  // threads: glibc's __rseq_offset, or our own initial-exec TLS area).
+  intptr_t area_offset;
+  // area_offset + offset of the ID field (mm_cid in cid mode, else cpu_id).
+  intptr_t id_offset;
+  // rseq IDs are in [0, num_rseq_ids); 0 in none mode.  Also the first
+  // soft ID.
+  uint32_t num_rseq_ids;
+  // Per-ID tables must hold this many entries.
+  uint32_t num_ids;
+  Mode mode;
+  Mode best_mode;  // Before CIDMALLOC_RSEQ_MODE lowered it.
+  Registration registration;
+  bool has_node_id;  // The kernel fills node_id.
+  bool fence_available;
+  uint32_t feature_size;     // getauxval(AT_RSEQ_FEATURE_SIZE), 0 if absent.
+  uint32_t rseq_align;       // getauxval(AT_RSEQ_ALIGN), 0 if absent.
+  uint32_t possible_cpus;    // From /sys/devices/system/cpu/possible.
+  int registration_errno;    // errno of our failed rseq(2), else 0.
+  // 0: not started, 1: in progress, 2: done.  Release-stored by Init();
+  // pairs with the acquire load in EnsureInit().
+  std::atomic<int> init_state;
+};
+
+extern ProcessState g_process CIDMALLOC_HIDDEN;
+extern __thread ThreadPath t_path CIDMALLOC_TLS_IE CIDMALLOC_HIDDEN;
+
+void InitSlow();
+inline void EnsureInit() {
+  if (CIDMALLOC_LIKELY(g_process.init_state.load(std::memory_order_acquire) ==
+                       2)) {
+    return;
+  }
+  InitSlow();
+}
+
+// Decides (once per thread) how the calling thread performs per-ID
+// operations, registering its own rseq area if that is our job.
+ThreadPath ThreadPathSlow();
+inline ThreadPath CurrentThreadPath() {
+  const ThreadPath p = t_path;
+  if (CIDMALLOC_LIKELY(p != ThreadPath::kUnknown)) return p;
+  return ThreadPathSlow();
+}
+
+// The calling thread's soft ID, allocated on first use (absolute index).
+uint32_t CurrentSoftId();
+
+const char* ModeName(Mode m);
+const char* RegistrationName(Registration r);
+
+// Called with the thread's soft ID when a thread that used one exits, just
+// before the ID is recycled.  Set at most once, before threads start.
+void SetSoftIdExitCallback(void (*fn)(uint32_t id));
+
+}  // namespace cidmalloc::rseq
+
+#endif  // CIDMALLOC_RSEQ_STATE_H_
