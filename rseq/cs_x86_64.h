@@ -43,19 +43,22 @@
 #include "rseq/state.h"
 
 // Emits the descriptor (label 3), its pointer, and the signed abort stub
-// (label 6) that jumps to the C++ label `abort`.  The code between 4 and 5
+// (label 6) that jumps to the C++ label `abort`.  The "?" flag puts all
+// three in the section group of the code around them: when the linker
+// drops a duplicate COMDAT copy of an inline function, its descriptors go
+// with it instead of pointing into discarded code.  The code between 4 and 5
 // is the critical section.
 #define CIDMALLOC_RSEQ_CS_DEFINE                                          \
-  ".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+  ".pushsection __rseq_cs, \"aw?\"\n\t"                                   \
   ".balign " CIDMALLOC_STR(CIDMALLOC_RSEQ_CS_ALIGN) "\n"                 \
   "3:\n\t"                                                               \
   ".long 0, 0\n\t"                   /* version, flags */                \
   ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
   ".popsection\n\t"                                                      \
-  ".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+  ".pushsection __rseq_cs_ptr_array, \"aw?\"\n\t"                         \
   ".quad 3b\n\t"                                                         \
   ".popsection\n\t"                                                      \
-  ".pushsection __rseq_failure, \"ax\"\n\t"                              \
+  ".pushsection __rseq_failure, \"ax?\"\n\t"                              \
   ".byte 0x0f, 0xb9, 0x3d\n\t"       /* ud1 <sig>(%rip), %edi */         \
   ".long " CIDMALLOC_STR(CIDMALLOC_RSEQ_SIG) "\n"                        \
   "6:\n\t"                                                               \
