@@ -1,0 +1,209 @@
+// allocator/api/alloc.cc: initialisation, slow paths and fork handling.
+#include "allocator/api/alloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "allocator/api/stats_internal.h"
+#include "allocator/central/central_list.h"
+#include "allocator/os/check.h"
+#include "allocator/os/config.h"
+#include "allocator/page_heap/meta_arena.h"
+#include "allocator/page_heap/page_heap.h"
+#include "rseq/raw_io.h"
+
+namespace cidmalloc::api {
+
+uintptr_t g_cookie = 0;
+bool g_counting = false;
+
+namespace {
+
+os::Config g_config;
+// 0: not started, 1: in progress, 2: ready.  The release store of 2 pairs
+// with the acquire loads in EnsureInit(): g_config and every layer's state
+// are visible to a thread that sees 2.
+std::atomic<int> g_init_state{0};
+
+void ForkPrepare() {
+  front_end::ForkPrepare();
+  central::ForkPrepare();
+  page_heap::ForkPrepare();
+}
+void ForkParent() {
+  page_heap::ForkParent();
+  central::ForkParent();
+  front_end::ForkParent();
+}
+void ForkChild() {
+  page_heap::ForkChild();
+  central::ForkChild();
+  front_end::ForkChild();
+}
+
+uintptr_t RandomCookie() {
+  uintptr_t c = 0;
+  const void* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM));
+  if (random != nullptr) memcpy(&c, static_cast<const char*>(random) + 8, sizeof c);
+  c ^= reinterpret_cast<uintptr_t>(&c) * 0x9e3779b97f4a7c15ull;  // ASLR bits.
+  return c | 1;  // Never 0: a zeroed word must not look freed.
+}
+
+void DoInit() {
+  const int saved = errno;
+  rseq::EnsureInit();
+  os::LoadConfig(&g_config);
+  os::InitTopology();
+  page_heap::Init(&g_config);
+  front_end::Init(&g_config);
+  g_cookie = RandomCookie();
+  g_counting = g_config.stats;
+  rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
+  errno = saved;
+}
+
+void InitSlow() {
+  int expected = 0;
+  if (g_init_state.compare_exchange_strong(expected, 1,
+                                           std::memory_order_acquire)) {
+    DoInit();
+    g_init_state.store(2, std::memory_order_release);
+    // After "ready": pthread_atfork may call malloc, which now works.
+    pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+    StatsAfterInit(g_config);
+    return;
+  }
+  // Initialisation allocates nothing, so this is another thread, never a
+  // re-entry: wait for it.
+  while (g_init_state.load(std::memory_order_acquire) != 2) {
+    syscall(SYS_sched_yield);
+  }
+}
+
+inline void EnsureInit() {
+  if (CIDMALLOC_UNLIKELY(g_init_state.load(std::memory_order_acquire) != 2)) {
+    InitSlow();
+  }
+}
+
+}  // namespace
+
+const os::Config& Config() {
+  EnsureInit();
+  return g_config;
+}
+
+void* AllocSmallSlow(int cls, void* hit) {
+  EnsureInit();
+  void* p = hit;
+  if (p == nullptr) {
+    // The cache may still hold one: threads without rseq (none mode, or a
+    // thread whose registration is pending) only get here.
+    p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
+    hit = p;
+  }
+  if (p == nullptr) {
+    p = front_end::AllocSlow(cls);
+    if (p == nullptr) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  }
+  static_cast<uintptr_t*>(p)[1] = 0;
+  if (g_counting) CountAlloc(p, hit != nullptr);
+  return p;
+}
+
+void* AllocLarge(size_t size, size_t align, bool clear) {
+  EnsureInit();
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  bool zeroed = false;
+  void* p = page_heap::AllocLarge(os::CurrentNode(), size, align, &zeroed);
+  if (p == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (clear && !zeroed) memset(p, 0, size);
+  if (g_counting) CountAlloc(p, false);
+  return p;
+}
+
+void FreeSlow(void* ptr) {
+  if (ptr == nullptr) return;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
+  if (chunk == nullptr) InvalidPointer("free(): invalid pointer", ptr);
+  // Not a small object: a large allocation, or a span that is free already.
+  if (g_counting) CountFree(ptr, false);
+  page_heap::FreeLarge(chunk, p);
+}
+
+void FreeSmallSlow(int cls, void* p) {
+  EnsureInit();
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(addr);
+  const bool remote =
+      os::NumNodes() > 1 && chunk->node != os::CurrentNode();
+  if (g_counting) CountFree(p, remote);
+  if (remote) return front_end::FreeRemote(p);
+  if (front_end::TryFree(cls, p)) return;
+  front_end::FreeSlow(cls, p);
+}
+
+void DoubleFree(const char* who, void* p) {
+  RawBuffer b;
+  b.Str("cidmalloc: ").Str(who).Str(": double free of ");
+  b.Hex(reinterpret_cast<uintptr_t>(p)).Ch('\n');
+  b.WriteTo(2);
+  abort();
+}
+
+void InvalidPointer(const char* who, void* p) { os::FatalMisuse(who, p); }
+
+size_t UsableSize(const char* who, void* ptr) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
+  if (chunk == nullptr) InvalidPointer(who, ptr);
+  const int cls = chunk->page_class[page_heap::PageIndex(p)];
+  if (cls != 0) {
+    if (!central::IsObjectStart(p, cls)) InvalidPointer(who, ptr);
+    if (static_cast<uintptr_t*>(ptr)[1] == (p ^ g_cookie)) DoubleFree(who, ptr);
+    return central::Class(cls).size;
+  }
+  const size_t n = page_heap::LargeUsableSize(chunk, p);
+  if (n == 0) InvalidPointer(who, ptr);
+  return n;
+}
+
+void* AllocAligned(size_t align, size_t size) {
+  if (align <= central::kMinAlign) return Alloc(size);
+  if (size <= central::kMaxSmallSize) {
+    // A class whose size is a multiple of `align` has every object aligned
+    // (spans are aligned to their power-of-two size, which is >= align
+    // whenever size is a multiple of align).
+    for (int cls = central::ClassOf(size); cls < central::kNumClasses; ++cls) {
+      const central::SizeClassInfo& c = central::Class(cls);
+      if (c.size % align == 0 && c.span_bytes >= align) {
+        void* p = front_end::TryAlloc(cls);
+        if (p != nullptr && !g_counting) {
+          static_cast<uintptr_t*>(p)[1] = 0;
+          return p;
+        }
+        return AllocSmallSlow(cls, p);
+      }
+    }
+  }
+  return AllocLarge(size, align, false);
+}
+
+}  // namespace cidmalloc::api

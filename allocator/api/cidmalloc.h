@@ -1,0 +1,56 @@
+/* cidmalloc.h: the public C interface of cidmalloc beyond the standard
+ * malloc family.  Installed as <cidmalloc.h>.
+ *
+ * Counters marked (counting) are exact when the process runs with
+ * CIDMALLOC_STATS=1 and zero otherwise: counting costs the fast paths a
+ * branch and a critical section, so it is off by default. */
+#ifndef CIDMALLOC_H_
+#define CIDMALLOC_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CIDMALLOC_MAX_NODES 64
+
+struct cidmalloc_stats {
+  const char* mode;          /* "cid", "cpu" or "none" */
+  const char* registration;  /* "glibc", "own" or "none" */
+  unsigned num_nodes;
+  unsigned num_rseq_ids;     /* cids or cpus the slab table covers */
+  unsigned slabs;            /* slabs touched: IDs that ever had a cache */
+  unsigned max_slab_id;
+  unsigned long long slab_bytes;    /* memory of those slabs */
+  unsigned long long cached_bytes;  /* objects sitting in the caches */
+  unsigned long long meta_bytes;    /* allocator metadata mapped */
+  int counting;                     /* 1 under CIDMALLOC_STATS=1 */
+  unsigned long long mallocs;       /* (counting) allocations */
+  unsigned long long cache_hits;    /* (counting) served by a slab */
+  unsigned long long frees;         /* (counting) */
+  unsigned long long remote_frees;  /* (counting) freed off their node */
+  unsigned long long local_allocs;  /* (counting) on the caller's node */
+  unsigned long long node_mapped[CIDMALLOC_MAX_NODES];
+  unsigned long long node_in_use[CIDMALLOC_MAX_NODES];
+  unsigned long long node_free[CIDMALLOC_MAX_NODES];
+  unsigned long long node_released[CIDMALLOC_MAX_NODES];
+  unsigned long long node_bind_failures[CIDMALLOC_MAX_NODES];
+};
+
+/* Fills *out; returns 0.  Does not allocate. */
+int cidmalloc_get_stats(struct cidmalloc_stats* out);
+
+/* Writes the human-readable summary (the one CIDMALLOC_STATS=1 prints at
+ * exit) to file descriptor fd.  Does not allocate. */
+void cidmalloc_print_stats(int fd);
+
+/* Drains every cache and returns all free memory to the OS; returns the
+ * bytes released (malloc_trim(0) does the same). */
+size_t cidmalloc_release_free_memory(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CIDMALLOC_H_ */

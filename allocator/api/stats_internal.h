@@ -1,0 +1,20 @@
+// allocator/api/stats_internal.h: counting and reporting inside layer 6.
+#ifndef CIDMALLOC_ALLOCATOR_API_STATS_INTERNAL_H_
+#define CIDMALLOC_ALLOCATOR_API_STATS_INTERNAL_H_
+
+#include "allocator/os/config.h"
+
+namespace cidmalloc::api {
+
+const os::Config& Config();
+
+// Counting mode only (CIDMALLOC_STATS=1).
+void CountAlloc(void* p, bool cache_hit);
+void CountFree(void* p, bool remote);
+
+// Called once when initialisation is complete.
+void StatsAfterInit(const os::Config& config);
+
+}  // namespace cidmalloc::api
+
+#endif  // CIDMALLOC_ALLOCATOR_API_STATS_INTERNAL_H_

@@ -1,0 +1,260 @@
+#include "allocator/central/central_list.h"
+
+#include <errno.h>
+
+#include "allocator/os/check.h"
+#include "allocator/os/spinlock.h"
+#include "allocator/os/topology.h"
+#include "allocator/page_heap/meta_arena.h"
+#include "allocator/page_heap/page_heap.h"
+#include "allocator/page_heap/pagemap.h"
+
+namespace cidmalloc::central {
+
+namespace {
+
+using page_heap::ChunkInfo;
+using page_heap::kPageShift;
+using page_heap::PageIndex;
+
+// A span's state; guarded by the lock of the list that owns it.
+struct Span {
+  uintptr_t start;
+  ChunkInfo* chunk;
+  void* free_list;    // Returned objects, linked through word 0.
+  uint32_t carved;    // Objects [0, carved) were handed out at least once.
+  uint32_t capacity;  // Objects in the span.
+  uint32_t in_use;    // Objects outside the span.
+  uint8_t cls;
+  bool listed;        // On the list's partial list.
+  Span* prev;
+  Span* next;
+};
+
+struct alignas(64) CentralList {
+  os::SpinLock lock;
+  // Guarded by `lock`:
+  Span* partial;      // Spans with an object to hand out.
+  uint64_t spans;
+  uint64_t free_objects;
+  uint64_t total_objects;
+};
+
+CentralList g_lists[os::kMaxNodes][kNumClasses];
+
+// Recycled Span records; guarded by g_span_lock.
+os::SpinLock g_span_lock;
+Span* g_free_spans = nullptr;
+
+int OrderOfSpan(int cls) {
+  return __builtin_ctz(Class(cls).span_bytes) - kPageShift;
+}
+
+Span* NewSpanRecord() {
+  {
+    os::SpinLockHolder h(&g_span_lock);
+    if (g_free_spans != nullptr) {
+      Span* s = g_free_spans;
+      g_free_spans = s->next;
+      *s = Span{};
+      return s;
+    }
+  }
+  return static_cast<Span*>(page_heap::MetaAlloc(sizeof(Span), 64));
+}
+
+void DeleteSpanRecord(Span* s) {
+  os::SpinLockHolder h(&g_span_lock);
+  s->next = g_free_spans;
+  g_free_spans = s;
+}
+
+void Link(CentralList* l, Span* s) {
+  s->listed = true;
+  s->prev = nullptr;
+  s->next = l->partial;
+  if (l->partial != nullptr) l->partial->prev = s;
+  l->partial = s;
+}
+
+void Unlink(CentralList* l, Span* s) {
+  s->listed = false;
+  if (s->prev != nullptr) {
+    s->prev->next = s->next;
+  } else {
+    l->partial = s->next;
+  }
+  if (s->next != nullptr) s->next->prev = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+uint32_t SpanSlot(uintptr_t start) {
+  return PageIndex(start) >> page_heap::kSpanSlotShift;
+}
+
+// Carves a new span for (node, cls).  Called with l->lock held.
+Span* Grow(CentralList* l, int node, int cls) {
+  Span* s = NewSpanRecord();
+  if (s == nullptr) return nullptr;
+  bool zeroed;
+  const uintptr_t start = page_heap::AllocSpan(node, OrderOfSpan(cls), &zeroed);
+  if (start == 0) {
+    DeleteSpanRecord(s);
+    return nullptr;
+  }
+  ChunkInfo* chunk = page_heap::LookupChunk(start);
+  const SizeClassInfo& c = Class(cls);
+  s->start = start;
+  s->chunk = chunk;
+  s->capacity = c.limit / c.size;
+  s->cls = static_cast<uint8_t>(cls);
+  chunk->span_meta[SpanSlot(start)] = s;
+  const uint32_t first = PageIndex(start);
+  const uint32_t pages = c.span_bytes >> kPageShift;
+  for (uint32_t p = first; p < first + pages; ++p) {
+    // Published to free() through the objects handed out (see chunk.h).
+    __atomic_store_n(&chunk->page_class[p], static_cast<uint8_t>(cls),
+                     __ATOMIC_RELEASE);
+  }
+  Link(l, s);
+  ++l->spans;
+  l->free_objects += s->capacity;
+  l->total_objects += s->capacity;
+  return s;
+}
+
+// Gives a span with no object in use back to the page heap.  Called with
+// l->lock held.
+void Release(CentralList* l, Span* s) {
+  const SizeClassInfo& c = Class(s->cls);
+  Unlink(l, s);
+  --l->spans;
+  l->free_objects -= s->capacity;
+  l->total_objects -= s->capacity;
+  const uint32_t first = PageIndex(s->start);
+  const uint32_t pages = c.span_bytes >> kPageShift;
+  for (uint32_t p = first; p < first + pages; ++p) {
+    __atomic_store_n(&s->chunk->page_class[p], uint8_t{0}, __ATOMIC_RELEASE);
+  }
+  s->chunk->span_meta[SpanSlot(s->start)] = nullptr;
+  page_heap::FreeSpan(s->chunk, s->start, OrderOfSpan(s->cls));
+  DeleteSpanRecord(s);
+}
+
+}  // namespace
+
+uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
+  CentralList* l = &g_lists[node][cls];
+  const uint32_t size = Class(cls).size;
+  uint32_t got = 0;
+  os::SpinLockHolder h(&l->lock);
+  while (got < n) {
+    Span* s = l->partial;
+    if (s == nullptr) {
+      s = Grow(l, node, cls);
+      if (s == nullptr) break;  // errno is ENOMEM.
+    }
+    while (got < n && s->free_list != nullptr) {
+      void* obj = s->free_list;
+      s->free_list = *static_cast<void**>(obj);
+      out[got++] = obj;
+      ++s->in_use;
+    }
+    while (got < n && s->carved < s->capacity) {
+      out[got++] = reinterpret_cast<void*>(s->start + uintptr_t{s->carved} * size);
+      ++s->carved;
+      ++s->in_use;
+    }
+    if (s->free_list == nullptr && s->carved == s->capacity) Unlink(l, s);
+  }
+  l->free_objects -= got;
+  return got;
+}
+
+void InsertBatch(int cls, void* const* objs, uint32_t n) {
+  CentralList* held = nullptr;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(objs[i]);
+    ChunkInfo* chunk = page_heap::LookupChunk(p);
+    CIDMALLOC_CHECK(chunk != nullptr, "object outside the heap");
+    CentralList* l = &g_lists[chunk->node][cls];
+    if (l != held) {
+      if (held != nullptr) held->lock.Unlock();
+      l->lock.Lock();
+      held = l;
+    }
+    const uintptr_t start = p & ~uintptr_t{Class(cls).span_bytes - 1};
+    Span* s = static_cast<Span*>(chunk->span_meta[SpanSlot(start)]);
+    if (s == nullptr || s->cls != cls || s->in_use == 0) {
+      held->lock.Unlock();
+      os::FatalMisuse("free(): double free or corruption (span already free)",
+                      objs[i]);
+    }
+    *reinterpret_cast<void**>(p) = s->free_list;
+    s->free_list = reinterpret_cast<void*>(p);
+    --s->in_use;
+    ++l->free_objects;
+    if (!s->listed) Link(l, s);
+    // Keep one empty span per list to absorb alloc/free ping-pong.
+    if (s->in_use == 0 && (s->prev != nullptr || s->next != nullptr)) {
+      Release(l, s);
+    }
+  }
+  if (held != nullptr) held->lock.Unlock();
+}
+
+void GetClassStats(int node, int cls, ClassStats* out) {
+  CentralList* l = &g_lists[node][cls];
+  os::SpinLockHolder h(&l->lock);
+  out->spans = l->spans;
+  out->free_objects = l->free_objects;
+  out->total_objects = l->total_objects;
+}
+
+void CheckInvariants() {
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (int cls = 1; cls < kNumClasses; ++cls) {
+      CentralList* l = &g_lists[node][cls];
+      os::SpinLockHolder h(&l->lock);
+      uint64_t listed_free = 0;
+      for (Span* s = l->partial; s != nullptr; s = s->next) {
+        CIDMALLOC_CHECK(s->listed && s->cls == cls, "span on the wrong list");
+        CIDMALLOC_CHECK(s->chunk->node == node, "span on the wrong node");
+        CIDMALLOC_CHECK(s->in_use <= s->carved && s->carved <= s->capacity,
+                        "span counts");
+        uint32_t on_list = 0;
+        for (void* o = s->free_list; o != nullptr; o = *static_cast<void**>(o)) {
+          CIDMALLOC_CHECK(IsObjectStart(reinterpret_cast<uintptr_t>(o), cls),
+                          "free-list entry is not an object");
+          CIDMALLOC_CHECK(++on_list <= s->capacity, "free-list cycle");
+        }
+        CIDMALLOC_CHECK(on_list + (s->capacity - s->carved) ==
+                            s->capacity - s->in_use,
+                        "free objects do not add up");
+        listed_free += s->capacity - s->in_use;
+      }
+      CIDMALLOC_CHECK(listed_free == l->free_objects, "list free count");
+    }
+  }
+}
+
+void ForkPrepare() {
+  for (auto& node : g_lists) {
+    for (CentralList& l : node) l.lock.Lock();
+  }
+  g_span_lock.Lock();
+}
+void ForkParent() {
+  g_span_lock.Unlock();
+  for (auto& node : g_lists) {
+    for (CentralList& l : node) l.lock.Unlock();
+  }
+}
+void ForkChild() {
+  g_span_lock.ResetAfterFork();
+  for (auto& node : g_lists) {
+    for (CentralList& l : node) l.lock.ResetAfterFork();
+  }
+}
+
+}  // namespace cidmalloc::central

@@ -1,0 +1,50 @@
+// allocator/central/central_list.h: layer 4, per-(node, class) central free
+// lists.
+//
+// Each list owns the small-object spans of one class on one node.  A span
+// hands out objects first from its free list (objects returned to it, linked
+// through their first word) and then by carving untouched objects off its
+// end, so a new span costs no writes to its memory.  Objects move to and
+// from the front end in batches.  A freed object always returns to the list
+// of its own span's node, whichever node frees it: that is how remote frees
+// travel home.
+//
+// Locking: one spin lock per (node, class) guards its span list and the
+// state of its spans.  Lock order: central list -> page heap; two central
+// locks are never held together.
+#ifndef CIDMALLOC_ALLOCATOR_CENTRAL_CENTRAL_LIST_H_
+#define CIDMALLOC_ALLOCATOR_CENTRAL_CENTRAL_LIST_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/central/size_classes.h"
+#include "allocator/page_heap/chunk.h"
+
+namespace cidmalloc::central {
+
+// Takes up to n objects of class `cls` from node `node`'s list into out[].
+// Returns how many (0 with errno ENOMEM when no memory can be had).
+uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n);
+
+// Returns objects of class `cls` to their spans (each to its own node's
+// list).  Aborts with a message on a double free it can prove.
+void InsertBatch(int cls, void* const* objs, uint32_t n);
+
+struct ClassStats {
+  uint64_t spans;          // Spans owned by the list.
+  uint64_t free_objects;   // Objects free in those spans.
+  uint64_t total_objects;  // Capacity of those spans.
+};
+void GetClassStats(int node, int cls, ClassStats* out);
+
+// Checks every list's span invariants (debug builds and tests).
+void CheckInvariants();
+
+void ForkPrepare();
+void ForkParent();
+void ForkChild();
+
+}  // namespace cidmalloc::central
+
+#endif  // CIDMALLOC_ALLOCATOR_CENTRAL_CENTRAL_LIST_H_

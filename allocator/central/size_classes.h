@@ -1,0 +1,112 @@
+// allocator/central/size_classes.h: the size-class table.
+//
+// Classes 1..kNumClasses-1 are small objects; class 0 means "not a small
+// object" (large allocation or not ours).  Sizes are fine-grained at the
+// small end: every 16 bytes up to 128, then 8 classes per power of two up
+// to kMaxSmallSize, so no size above 128 bytes wastes more than 1/9 of its
+// object (tests/allocator/size_class_test prints the table).
+//
+// A small-object span is a power-of-two number of bytes, aligned to its
+// size, holding objects of one class laid out from its start.  So for an
+// object pointer p:  span base = p & ~span_mask,  and p is a valid object
+// start iff (p - base) is a multiple of size below limit, which one
+// multiplication decides (Lemire's divisibility test with `magic`).
+#ifndef CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_
+#define CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace cidmalloc::central {
+
+inline constexpr size_t kMinAlign = 16;
+inline constexpr size_t kMaxSmallSize = 64 * 1024;
+inline constexpr int kNumClasses = 81;  // Including class 0.
+
+struct SizeClassInfo {
+  uint32_t size;         // Object size in bytes (multiple of 16).
+  uint32_t span_bytes;   // Power of two in [64 KiB, 2 MiB].
+  uint64_t magic;        // ceil(2^64 / size).
+  uint32_t limit;        // objects_per_span * size.
+  uint16_t batch;        // Objects moved per front-end <-> central transfer.
+  uint16_t max_capacity; // Front-end stack slots reserved per ID.
+};
+
+namespace internal {
+
+constexpr uint32_t ClassSize(int cls) {
+  if (cls <= 8) return static_cast<uint32_t>(cls * 16);
+  const int k = 7 + (cls - 9) / 8;  // Doubling [2^k, 2^(k+1)].
+  const int j = 1 + (cls - 9) % 8;
+  return (1u << k) + static_cast<uint32_t>(j) * (1u << (k - 3));
+}
+
+constexpr SizeClassInfo MakeClass(int cls) {
+  SizeClassInfo c{};
+  if (cls == 0) return c;
+  c.size = ClassSize(cls);
+  uint32_t span = 64 * 1024;
+  // At least 8 objects, and at most 1/32 of the span left over at its end.
+  while (span < (2u << 20) &&
+         (span / c.size < 8 || (span % c.size) * 32 > span)) {
+    span *= 2;
+  }
+  c.span_bytes = span;
+  c.magic = ~uint64_t{0} / c.size + 1;
+  c.limit = (span / c.size) * c.size;
+  uint32_t batch = 32 * 1024 / c.size;
+  batch = batch < 2 ? 2 : (batch > 32 ? 32 : batch);
+  c.batch = static_cast<uint16_t>(batch);
+  uint32_t cap = 4 * batch;
+  c.max_capacity = static_cast<uint16_t>(cap < 8 ? 8 : cap);
+  return c;
+}
+
+struct ClassTable {
+  SizeClassInfo info[kNumClasses];
+  uint8_t small_index[65];   // (size+15)>>4, size <= 1024
+  uint8_t large_index[513];                            // (size+127)>>7
+};
+
+constexpr ClassTable MakeTable() {
+  ClassTable t{};
+  for (int c = 0; c < kNumClasses; ++c) t.info[c] = MakeClass(c);
+  int c = 1;
+  for (uint32_t i = 0; i <= 64; ++i) {
+    const uint32_t size = i * 16;
+    while (t.info[c].size < size) ++c;
+    t.small_index[i] = static_cast<uint8_t>(c);
+  }
+  c = 1;
+  for (uint32_t i = 0; i <= 512; ++i) {
+    const uint32_t size = i * 128;
+    while (t.info[c].size < size) ++c;
+    t.large_index[i] = static_cast<uint8_t>(c);
+  }
+  return t;
+}
+
+}  // namespace internal
+
+inline constexpr internal::ClassTable kClasses = internal::MakeTable();
+static_assert(internal::ClassSize(kNumClasses - 1) == kMaxSmallSize);
+
+constexpr const SizeClassInfo& Class(int cls) { return kClasses.info[cls]; }
+
+// The class of a request of `size` bytes (size <= kMaxSmallSize).  malloc(0)
+// gets the smallest class.
+inline int ClassOf(size_t size) {
+  if (size <= 1024) return kClasses.small_index[(size + 15) >> 4];
+  return kClasses.large_index[(size + 127) >> 7];
+}
+
+// True iff p is the start of an object of class `cls` in its span.
+inline bool IsObjectStart(uintptr_t p, int cls) {
+  const SizeClassInfo& c = kClasses.info[cls];
+  const uint64_t off = p & (c.span_bytes - 1);
+  return off * c.magic < c.magic && off < c.limit;
+}
+
+}  // namespace cidmalloc::central
+
+#endif  // CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_

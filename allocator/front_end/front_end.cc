@@ -1,0 +1,293 @@
+#include "allocator/front_end/front_end.h"
+
+#include <errno.h>
+
+#include "allocator/central/central_list.h"
+#include "allocator/os/check.h"
+#include "allocator/os/spinlock.h"
+#include "allocator/os/topology.h"
+#include "allocator/page_heap/meta_arena.h"
+#include "allocator/page_heap/pagemap.h"
+
+namespace cidmalloc::front_end {
+
+void* g_slabs[kMaxIds];
+
+namespace {
+
+using central::Class;
+using central::kNumClasses;
+
+const os::Config* g_config = nullptr;
+
+// g_lock guards slab creation and g_store; g_store[id] owns the slab of id
+// whether or not it is currently published in g_slabs.
+os::SpinLock g_lock;
+void* g_store[kMaxIds];
+uint32_t g_num_slabs = 0;
+uint32_t g_max_id = 0;
+
+rseq::Stack* StackOf(void* slab, uint32_t offset) {
+  return reinterpret_cast<rseq::Stack*>(static_cast<char*>(slab) + offset);
+}
+SlabHeader* HeaderOf(void* slab) { return static_cast<SlabHeader*>(slab); }
+
+void* Published(uint32_t id) {
+  return __atomic_load_n(&g_slabs[id], __ATOMIC_ACQUIRE);
+}
+
+// The slab of `id`, creating it if the ID never had one.  nullptr if it is
+// being drained (the caller goes straight to the central lists) or memory
+// ran out.
+void* EnsureSlab(uint32_t id) {
+  CIDMALLOC_CHECK(id < kMaxIds, "ID beyond the slab table");
+  os::SpinLockHolder h(&g_lock);
+  if (g_store[id] != nullptr) return Published(id);
+  void* slab = page_heap::MetaAlloc(kLayout.bytes, 64);
+  if (slab == nullptr) return nullptr;
+  SlabHeader* hdr = HeaderOf(slab);
+  hdr->id = id;
+  hdr->node.store(os::CurrentNode(), std::memory_order_relaxed);
+  for (int c = 1; c < kNumClasses; ++c) {
+    StackOf(slab, kLayout.offset[c])->capacity = Class(c).batch;
+  }
+  StackOf(slab, kLayout.remote_offset)->capacity = kRemoteCapacity;
+  g_store[id] = slab;
+  ++g_num_slabs;
+  if (id > g_max_id) g_max_id = id;
+  // Release: the initialised slab is visible before the critical sections
+  // can find it (they load g_slabs[id] and then the stack).
+  __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
+  return slab;
+}
+
+// The calling thread's slab, or nullptr (see EnsureSlab).
+void* CurrentSlab() {
+  const uint32_t id = rseq::CurrentId();
+  void* slab = Published(id);
+  return slab != nullptr ? slab : EnsureSlab(id);
+}
+
+uint64_t CapacityBytes(void* slab) {
+  uint64_t bytes = 0;
+  for (int c = 1; c < kNumClasses; ++c) {
+    bytes += uint64_t{__atomic_load_n(&StackOf(slab, kLayout.offset[c])->capacity,
+                                      __ATOMIC_RELAXED)} *
+             Class(c).size;
+  }
+  return bytes;
+}
+
+// Grows the current ID's capacity for `cls` by a batch if the budget
+// allows.  Returns true if it grew.
+bool TryGrow(void* slab, int cls) {
+  const central::SizeClassInfo& c = Class(cls);
+  const rseq::Stack* s = StackOf(slab, kLayout.offset[cls]);
+  if (__atomic_load_n(&s->capacity, __ATOMIC_RELAXED) >= c.max_capacity) {
+    return false;
+  }
+  if (CapacityBytes(slab) + uint64_t{c.batch} * c.size > g_config->cache_bytes) {
+    return false;
+  }
+  return rseq::AdjustCapacity(g_slabs, kLayout.offset[cls], c.batch,
+                              c.max_capacity) > 0;
+}
+
+// Sends objects of mixed classes home, grouped by class.
+void InsertMixed(void** objs, uint32_t n) {
+  void* group[kRemoteCapacity];
+  while (n > 0) {
+    const int cls = page_heap::LookupChunk(reinterpret_cast<uintptr_t>(objs[0]))
+                        ->page_class[page_heap::PageIndex(
+                            reinterpret_cast<uintptr_t>(objs[0]))];
+    uint32_t g = 0, keep = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(objs[i]);
+      const int c = page_heap::LookupChunk(p)->page_class[page_heap::PageIndex(p)];
+      if (c == cls && g < kRemoteCapacity) {
+        group[g++] = objs[i];
+      } else {
+        objs[keep++] = objs[i];
+      }
+    }
+    central::InsertBatch(cls, group, g);
+    n = keep;
+  }
+}
+
+// Empties the current ID's stack of `cls` down to `keep` objects.
+void FlushClass(int cls, uint32_t keep) {
+  void* buf[256];
+  const uint32_t off = kLayout.offset[cls];
+  for (;;) {
+    void* slab = Published(rseq::CurrentId());
+    if (slab == nullptr) return;
+    const uint32_t count =
+        __atomic_load_n(&StackOf(slab, off)->count, __ATOMIC_RELAXED);
+    if (count <= keep) return;
+    const uint32_t want = count - keep < 256 ? count - keep : 256;
+    const uint32_t n = rseq::PopBatch(g_slabs, off, buf, want);
+    if (n == 0) return;
+    central::InsertBatch(cls, buf, n);
+  }
+}
+
+// Empties the current ID's stacks (its objects belong to another node now).
+void FlushCurrent() {
+  for (int c = 1; c < kNumClasses; ++c) FlushClass(c, 0);
+  void* buf[kRemoteCapacity];
+  const uint32_t n =
+      rseq::PopBatch(g_slabs, kLayout.remote_offset, buf, kRemoteCapacity);
+  InsertMixed(buf, n);
+}
+
+// Shrinks classes that did not miss since the last sweep.
+void MaybeSweep(void* slab) {
+  SlabHeader* hdr = HeaderOf(slab);
+  if (hdr->events.fetch_add(1, std::memory_order_relaxed) + 1 < kSweepEvents) {
+    return;
+  }
+  hdr->events.store(0, std::memory_order_relaxed);
+  for (int c = 1; c < kNumClasses; ++c) {
+    if (hdr->misses[c].exchange(0, std::memory_order_relaxed) != 0) continue;
+    const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
+    const uint32_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
+    if (cap <= Class(c).batch) continue;
+    const int64_t now = rseq::AdjustCapacity(g_slabs, kLayout.offset[c],
+                                             -static_cast<int32_t>(Class(c).batch),
+                                             Class(c).max_capacity);
+    if (now >= 0) FlushClass(c, static_cast<uint32_t>(now));
+  }
+}
+
+// Drains a slab nobody can reach (unpublished and quiesced).
+void DrainUnpublished(void* slab) {
+  for (int c = 1; c < kNumClasses; ++c) {
+    rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
+    central::InsertBatch(c, s->slots(), s->count);
+    s->count = 0;
+  }
+  rseq::Stack* r = StackOf(slab, kLayout.remote_offset);
+  InsertMixed(r->slots(), r->count);
+  r->count = 0;
+}
+
+}  // namespace
+
+void Init(const os::Config* config) { g_config = config; }
+
+void* AllocSlow(int cls) {
+  const uint32_t off = kLayout.offset[cls];
+  void* p = rseq::Pop(g_slabs, off);  // Handles registration / soft IDs.
+  if (p != nullptr) return p;
+  const int node = os::CurrentNode();
+  const central::SizeClassInfo& c = Class(cls);
+  void* slab = CurrentSlab();
+  if (slab == nullptr) {  // Being drained, or no memory for a slab.
+    void* obj;
+    return central::RemoveBatch(node, cls, &obj, 1) == 1 ? obj : nullptr;
+  }
+  SlabHeader* hdr = HeaderOf(slab);
+  if (hdr->node.load(std::memory_order_relaxed) != node) {
+    FlushCurrent();  // Cached objects belong to the node we left.
+    hdr->node.store(node, std::memory_order_relaxed);
+  }
+  hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
+  TryGrow(slab, cls);
+  void* buf[32];
+  const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
+  if (n == 0) return nullptr;  // errno is ENOMEM.
+  const uint32_t pushed = rseq::PushBatch(g_slabs, off, buf + 1, n - 1);
+  if (pushed < n - 1) central::InsertBatch(cls, buf + 1 + pushed, n - 1 - pushed);
+  MaybeSweep(slab);
+  return buf[0];
+}
+
+void FreeSlow(int cls, void* p) {
+  const uint32_t off = kLayout.offset[cls];
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (rseq::Push(g_slabs, off, p)) return;  // Registration / soft IDs.
+    void* slab = CurrentSlab();
+    if (slab == nullptr) break;
+    SlabHeader* hdr = HeaderOf(slab);
+    hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
+    MaybeSweep(slab);
+    if (TryGrow(slab, cls)) continue;
+    // Full: send a batch home, then retry.
+    void* buf[32];
+    const uint32_t n = rseq::PopBatch(g_slabs, off, buf, Class(cls).batch);
+    central::InsertBatch(cls, buf, n);
+  }
+  central::InsertBatch(cls, &p, 1);
+}
+
+void FreeRemote(void* p) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (rseq::Push(g_slabs, kLayout.remote_offset, p)) return;
+    if (CurrentSlab() == nullptr) break;
+    void* buf[kRemoteCapacity];
+    const uint32_t n =
+        rseq::PopBatch(g_slabs, kLayout.remote_offset, buf, kRemoteCapacity);
+    InsertMixed(buf, n);
+  }
+  InsertMixed(&p, 1);
+}
+
+void DrainAll() {
+  // Unpublish every slab, wait until no critical section can still be using
+  // one, drain, and publish them again.  Slab creation is blocked meanwhile.
+  os::SpinLockHolder h(&g_lock);
+  bool any_rseq = false;
+  for (uint32_t id = 0; id < kMaxIds; ++id) {
+    if (g_store[id] == nullptr) continue;
+    __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
+    if (id < rseq::NumRseqIds()) {
+      any_rseq = true;
+    } else {
+      rseq::QuiesceId(id);
+    }
+  }
+  // A failed fence (kernel < 5.10) leaves the rseq IDs' slabs undrained.
+  const bool fenced = any_rseq && rseq::Fence();
+  for (uint32_t id = 0; id < kMaxIds; ++id) {
+    void* slab = g_store[id];
+    if (slab == nullptr) continue;
+    if (id >= rseq::NumRseqIds() || fenced) DrainUnpublished(slab);
+    __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
+  }
+}
+
+void OnSoftIdExit(uint32_t id) {
+  if (id >= kMaxIds) return;
+  os::SpinLockHolder h(&g_lock);
+  void* slab = g_store[id];
+  if (slab == nullptr) return;
+  __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
+  rseq::QuiesceId(id);
+  DrainUnpublished(slab);
+  __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
+}
+
+void ForkPrepare() { g_lock.Lock(); }
+void ForkParent() { g_lock.Unlock(); }
+void ForkChild() { g_lock.ResetAfterFork(); }
+
+void GetStats(Stats* out) {
+  os::SpinLockHolder h(&g_lock);
+  out->slabs = g_num_slabs;
+  out->max_id = g_max_id;
+  out->slab_bytes = uint64_t{g_num_slabs} * kLayout.bytes;
+  out->cached_bytes = 0;
+  for (uint32_t id = 0; id < kMaxIds; ++id) {
+    void* slab = g_store[id];
+    if (slab == nullptr) continue;
+    for (int c = 1; c < kNumClasses; ++c) {
+      out->cached_bytes +=
+          uint64_t{__atomic_load_n(&StackOf(slab, kLayout.offset[c])->count,
+                                   __ATOMIC_RELAXED)} *
+          Class(c).size;
+    }
+  }
+}
+
+}  // namespace cidmalloc::front_end

@@ -1,0 +1,118 @@
+// allocator/front_end/front_end.h: layer 5, the per-ID caches ("slabs").
+//
+// One slab per ID (mm_cid in cid mode, cpu in cpu mode, soft ID without
+// rseq), allocated the first time a thread on that ID misses: a process
+// whose 4 threads get cids 0..3 touches 4 slabs however many cpus the
+// machine has.  A slab holds a bounded stack per size class and one stack
+// of remote objects (freed on a node other than their own).  Pop and push
+// are the rseq/ critical sections: no lock, no atomic RMW, no system call,
+// and the commit is one store.
+//
+// Slab layout (constexpr, kLayout):
+//   [0, kHeaderBytes)            SlabHeader
+//   offset[cls]                  rseq::Stack, max_capacity(cls) slots
+//   remote_offset                rseq::Stack, kRemoteCapacity slots
+//
+// Capacity: a class starts at one batch and grows by a batch on each miss
+// (up to its max_capacity) while the slab's total capacity stays within
+// CIDMALLOC_CACHE_BYTES; every kSweepEvents slow-path events, classes that
+// did not miss shrink by a batch and give the excess back.
+//
+// Another ID's slab (malloc_trim, a soft ID's thread exit) is drained by
+// unpublishing it from g_slabs, rseq::QuiesceId / Fence, draining, and
+// publishing it again (see rseq/rseq.h).
+#ifndef CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
+#define CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "allocator/central/size_classes.h"
+#include "allocator/os/config.h"
+#include "rseq/rseq.h"
+
+namespace cidmalloc::front_end {
+
+inline constexpr uint32_t kMaxRseqIds = 8192;
+inline constexpr uint32_t kMaxIds = kMaxRseqIds + rseq::kMaxSoftIds;
+inline constexpr uint32_t kRemoteCapacity = 64;
+inline constexpr uint32_t kHeaderBytes = 512;
+inline constexpr uint32_t kSweepEvents = 1024;
+
+struct SlabLayout {
+  uint32_t offset[central::kNumClasses];
+  uint32_t remote_offset;
+  uint32_t bytes;
+};
+
+constexpr SlabLayout MakeLayout() {
+  SlabLayout l{};
+  uint32_t at = kHeaderBytes;
+  for (int c = 1; c < central::kNumClasses; ++c) {
+    l.offset[c] = at;
+    at += static_cast<uint32_t>(
+        rseq::Stack::BytesFor(central::Class(c).max_capacity));
+  }
+  l.remote_offset = at;
+  at += static_cast<uint32_t>(rseq::Stack::BytesFor(kRemoteCapacity));
+  l.bytes = (at + 63) & ~63u;
+  return l;
+}
+inline constexpr SlabLayout kLayout = MakeLayout();
+
+// Slow-path bookkeeping of one slab.  Every field is a hint updated with
+// relaxed atomics by whichever thread runs a slow path on the slab's ID;
+// nothing's correctness depends on them.
+struct SlabHeader {
+  std::atomic<int32_t> node;    // Node whose objects the slab caches.
+  uint32_t id;
+  std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
+  std::atomic<uint16_t> misses[central::kNumClasses];
+};
+static_assert(sizeof(SlabHeader) <= kHeaderBytes);
+
+// The published slab of each ID (nullptr: none yet, or being drained).
+// Written with release stores under g_slab_lock or by a drainer; read by the
+// critical sections.
+extern void* g_slabs[kMaxIds] CIDMALLOC_HIDDEN;
+
+// Fast paths: the critical sections only.
+inline void* TryAlloc(int cls) {
+  return rseq::TryPop(g_slabs, kLayout.offset[cls]);
+}
+inline bool TryFree(int cls, void* p) {
+  return rseq::TryPush(g_slabs, kLayout.offset[cls], p);
+}
+
+void Init(const os::Config* config);
+
+// Slow paths.  AllocSlow returns nullptr with errno ENOMEM when the heap
+// cannot grow.
+void* AllocSlow(int cls);
+void FreeSlow(int cls, void* p);
+// An object of another node: queued in the slab's remote stack, sent home
+// in batches.
+void FreeRemote(void* p);
+
+// Drains every slab into the central lists (malloc_trim).
+void DrainAll();
+// rseq's soft-ID exit callback: the exiting thread's caches go back.
+void OnSoftIdExit(uint32_t id);
+
+void ForkPrepare();
+void ForkParent();
+void ForkChild();
+
+struct Stats {
+  uint32_t slabs;          // Slabs allocated (IDs that ever missed).
+  uint32_t max_id;         // Highest ID with a slab.
+  uint64_t slab_bytes;     // Memory of those slabs.
+  uint64_t cached_bytes;   // Bytes of objects sitting in the caches.
+};
+void GetStats(Stats* out);
+
+}  // namespace cidmalloc::front_end
+
+#endif  // CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_

@@ -1,0 +1,125 @@
+#include "allocator/os/config.h"
+
+#include <string.h>
+
+#include "allocator/os/check.h"
+#include "rseq/raw_io.h"
+
+namespace cidmalloc::os {
+
+namespace {
+
+// The knob table.  CIDMALLOC_RSEQ_MODE is parsed by the rseq layer (it must
+// be known before any allocation); it is listed here so the table is
+// complete.
+constexpr KnobInfo kKnobs[] = {
+    {"CIDMALLOC_RSEQ_MODE", "cid|cpu|none", "best available",
+     "caps the front end's ID mode (tests, benchmarks)"},
+    {"CIDMALLOC_NUMA_POLICY", "bind|preferred|off", "bind",
+     "how each node's memory is bound to the node (mbind)"},
+    {"CIDMALLOC_CACHE_BYTES", "bytes (k/M/G suffix)", "1M",
+     "front-end cache capacity budget per cid (or cpu)"},
+    {"CIDMALLOC_RELEASE_BYTES", "bytes (k/M/G suffix)", "32M",
+     "free bytes a node keeps before returning memory to the OS"},
+    {"CIDMALLOC_RELEASE_METHOD", "dontneed|free", "dontneed",
+     "madvise advice used to return memory (MADV_DONTNEED or MADV_FREE)"},
+    {"CIDMALLOC_STATS", "0|1", "0",
+     "print a summary on stderr at exit and count front-end hits"},
+};
+
+void Invalid(const char* name, const char* value) {
+  RawBuffer b;
+  b.Str("cidmalloc: warning: ").Str(name).Ch('=').Str(value);
+  b.Str(" is invalid; using the default\n");
+  b.WriteTo(2);
+}
+
+}  // namespace
+
+const KnobInfo* Knobs(size_t* count) {
+  *count = sizeof(kKnobs) / sizeof(kKnobs[0]);
+  return kKnobs;
+}
+
+bool ParseBytes(const char* s, size_t* out) {
+  if (s == nullptr || *s < '0' || *s > '9') return false;
+  uint64_t v = 0;
+  for (; *s >= '0' && *s <= '9'; ++s) {
+    if (v > (uint64_t{1} << 50)) return false;
+    v = v * 10 + static_cast<uint64_t>(*s - '0');
+  }
+  int shift = 0;
+  switch (*s) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++s;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++s;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++s;
+      break;
+    default:
+      return false;
+  }
+  if (*s != '\0' || v > (uint64_t{1} << (50 - shift))) return false;
+  *out = static_cast<size_t>(v << shift);
+  return true;
+}
+
+void LoadConfig(Config* c) {
+  *c = Config();
+  if (const char* v = GetKnob("CIDMALLOC_NUMA_POLICY")) {
+    if (strcmp(v, "bind") == 0) {
+      c->numa_policy = NumaPolicy::kBind;
+    } else if (strcmp(v, "preferred") == 0) {
+      c->numa_policy = NumaPolicy::kPreferred;
+    } else if (strcmp(v, "off") == 0) {
+      c->numa_policy = NumaPolicy::kOff;
+    } else {
+      Invalid("CIDMALLOC_NUMA_POLICY", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_RELEASE_METHOD")) {
+    if (strcmp(v, "dontneed") == 0) {
+      c->release_method = ReleaseMethod::kDontNeed;
+    } else if (strcmp(v, "free") == 0) {
+      c->release_method = ReleaseMethod::kFree;
+    } else {
+      Invalid("CIDMALLOC_RELEASE_METHOD", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_CACHE_BYTES")) {
+    size_t bytes;
+    if (ParseBytes(v, &bytes)) {
+      c->cache_bytes = bytes;
+    } else {
+      Invalid("CIDMALLOC_CACHE_BYTES", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_RELEASE_BYTES")) {
+    size_t bytes;
+    if (ParseBytes(v, &bytes)) {
+      c->release_threshold = bytes;
+    } else {
+      Invalid("CIDMALLOC_RELEASE_BYTES", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_STATS")) {
+    if (strcmp(v, "1") == 0) {
+      c->stats = true;
+    } else if (strcmp(v, "0") != 0) {
+      Invalid("CIDMALLOC_STATS", v);
+    }
+  }
+}
+
+}  // namespace cidmalloc::os

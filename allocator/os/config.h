@@ -1,0 +1,48 @@
+// allocator/os/config.h: the CIDMALLOC_* environment knobs, in one table.
+//
+// Read once, during initialisation, with secure_getenv semantics and without
+// allocating.  An invalid value prints a one-line warning and keeps the
+// default.  The table in config.cc is the single list; README.md documents
+// it and tests/allocator/config_test checks that the two agree.
+#ifndef CIDMALLOC_ALLOCATOR_OS_CONFIG_H_
+#define CIDMALLOC_ALLOCATOR_OS_CONFIG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace cidmalloc::os {
+
+enum class NumaPolicy : uint8_t { kBind, kPreferred, kOff };
+enum class ReleaseMethod : uint8_t { kDontNeed, kFree };
+
+struct Config {
+  NumaPolicy numa_policy = NumaPolicy::kBind;
+  ReleaseMethod release_method = ReleaseMethod::kDontNeed;
+  // Front-end cache budget of one ID (cid or cpu), in bytes of capacity.
+  size_t cache_bytes = size_t{1} << 20;
+  // Free, still-committed bytes a node's page heap keeps before it returns
+  // memory to the OS.
+  size_t release_threshold = size_t{32} << 20;
+  bool stats = false;
+};
+
+// One row of the knob table (for documentation and tests).
+struct KnobInfo {
+  const char* name;
+  const char* values;
+  const char* default_value;
+  const char* help;
+};
+// Returns the table and its length.
+const KnobInfo* Knobs(size_t* count);
+
+// Parses the environment into *config.  Called once by the allocator's
+// initialisation; tests call it after setenv().
+void LoadConfig(Config* config);
+
+// "2M", "64k", "1G", "4096" -> bytes.  Returns false on a malformed value.
+bool ParseBytes(const char* s, size_t* out);
+
+}  // namespace cidmalloc::os
+
+#endif  // CIDMALLOC_ALLOCATOR_OS_CONFIG_H_

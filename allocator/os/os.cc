@@ -1,0 +1,92 @@
+#include "allocator/os/os.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace cidmalloc::os {
+
+namespace {
+// From <linux/mempolicy.h>; spelled out to avoid depending on libnuma.
+constexpr int kMpolPreferred = 1;
+constexpr int kMpolBind = 2;
+constexpr unsigned kMpolFNode = 1;
+constexpr unsigned kMpolFAddr = 2;
+constexpr int kMaxNodeBits = 1024;
+
+void* RawMmap(size_t size) {
+  const long r = syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // The raw system call returns -errno in [-4095, -1] (glibc's wrapper sets
+  // errno and returns -1; syscall() does the same).
+  if (r == -1) return nullptr;
+  return reinterpret_cast<void*>(r);
+}
+}  // namespace
+
+void* MapAligned(size_t size, size_t align) {
+  const int saved = errno;
+  if (size == 0 || size + align < size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // Over-map by `align`, then trim both ends so the result is aligned.
+  char* raw = static_cast<char*>(RawMmap(size + align));
+  if (raw == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + align - 1) & ~(uintptr_t{align} - 1);
+  const size_t head = aligned - start;
+  const size_t tail = align - head;
+  if (head != 0) syscall(SYS_munmap, raw, head);
+  if (tail != 0) syscall(SYS_munmap, reinterpret_cast<char*>(aligned) + size,
+                         tail);
+  errno = saved;
+  return reinterpret_cast<void*>(aligned);
+}
+
+void Unmap(void* p, size_t size) {
+  const int saved = errno;
+  syscall(SYS_munmap, p, size);
+  errno = saved;
+}
+
+bool ReleasePages(void* p, size_t size, ReleaseMethod method) {
+  const int saved = errno;
+  const int advice =
+      method == ReleaseMethod::kFree ? MADV_FREE : MADV_DONTNEED;
+  long r = syscall(SYS_madvise, p, size, advice);
+  if (r != 0 && advice == MADV_FREE) {
+    r = syscall(SYS_madvise, p, size, MADV_DONTNEED);  // Pre-4.5 kernels.
+  }
+  errno = saved;
+  return r == 0;
+}
+
+bool BindToNode(void* p, size_t size, int node, NumaPolicy policy) {
+  if (policy == NumaPolicy::kOff) return true;
+  if (node < 0 || node >= kMaxNodeBits) return false;
+  unsigned long mask[kMaxNodeBits / (8 * sizeof(unsigned long))] = {};
+  mask[node / (8 * sizeof(unsigned long))] |=
+      1ul << (node % (8 * sizeof(unsigned long)));
+  const int mode = policy == NumaPolicy::kBind ? kMpolBind : kMpolPreferred;
+  const int saved = errno;
+  const long r =
+      syscall(SYS_mbind, p, size, mode, mask, kMaxNodeBits + 1, 0u);
+  errno = saved;
+  return r == 0;
+}
+
+int NodeOfAddress(const void* p) {
+  int node = -1;
+  const int saved = errno;
+  const long r = syscall(SYS_get_mempolicy, &node, nullptr, 0ul, p,
+                         kMpolFNode | kMpolFAddr);
+  errno = saved;
+  return r == 0 ? node : -1;
+}
+
+}  // namespace cidmalloc::os

@@ -1,0 +1,38 @@
+// allocator/os/os.h: memory from the kernel, as raw system calls.
+//
+// Layer 2 (with topology.h and config.h).  Every function preserves errno on
+// success and leaves ENOMEM (or the kernel's errno) on failure; none
+// allocates.
+#ifndef CIDMALLOC_ALLOCATOR_OS_OS_H_
+#define CIDMALLOC_ALLOCATOR_OS_OS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/os/config.h"
+
+namespace cidmalloc::os {
+
+// Maps `size` bytes (a multiple of the page size) of fresh, zeroed,
+// read-write memory aligned to `align` (a power of two >= 4096).  Returns
+// nullptr with errno ENOMEM when the kernel refuses.
+void* MapAligned(size_t size, size_t align);
+void Unmap(void* p, size_t size);
+
+// Returns [p, p+size) to the OS with the configured madvise advice.  The
+// range stays mapped; it reads as zero (MADV_DONTNEED) or as zero or old
+// contents (MADV_FREE) afterwards.
+bool ReleasePages(void* p, size_t size, ReleaseMethod method);
+
+// Binds [p, p+size) to `node` with the given policy (mbind(2)).  Returns
+// false (and leaves the range unbound) if the kernel refuses, e.g. for a
+// node that does not exist.
+bool BindToNode(void* p, size_t size, int node, NumaPolicy policy);
+
+// The node that backs the page at `p`, or -1 if unknown or not resident
+// (get_mempolicy MPOL_F_NODE|MPOL_F_ADDR).  For tests and statistics.
+int NodeOfAddress(const void* p);
+
+}  // namespace cidmalloc::os
+
+#endif  // CIDMALLOC_ALLOCATOR_OS_OS_H_

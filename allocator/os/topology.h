@@ -1,0 +1,61 @@
+// allocator/os/topology.h: NUMA nodes, the current node, and hwloc.
+//
+// The hot paths need only the node count and the current node: those come
+// from sysfs and rseq (node_id, or the cpu->node table) without allocating.
+// hwloc, which allocates and costs milliseconds to load, is consulted lazily
+// and only for reporting (memory per node, distances), never from inside an
+// allocation.
+#ifndef CIDMALLOC_ALLOCATOR_OS_TOPOLOGY_H_
+#define CIDMALLOC_ALLOCATOR_OS_TOPOLOGY_H_
+
+#include <stdint.h>
+
+#include "rseq/rseq.h"
+
+namespace cidmalloc::os {
+
+inline constexpr int kMaxNodes = 64;
+
+struct TopologyState {
+  int num_nodes;        // Node indices are in [0, num_nodes).
+  bool injected;        // A test injected a cpu->node table.
+};
+extern TopologyState g_topology CIDMALLOC_HIDDEN;
+
+// Reads the node count from sysfs.  Idempotent; no allocation.
+void InitTopology();
+
+inline int NumNodes() { return g_topology.num_nodes; }
+
+// The node of the cpu the calling thread runs on, in [0, NumNodes()).
+inline int CurrentNode() {
+  int node;
+  if (CIDMALLOC_UNLIKELY(g_topology.injected)) {
+    node = rseq::NodeOfCpu(rseq::CurrentCpu());
+  } else {
+    node = rseq::CurrentNode();
+  }
+  return static_cast<unsigned>(node) < static_cast<unsigned>(NumNodes())
+             ? node
+             : 0;
+}
+
+// Test hook: pretend the machine has `num_nodes` nodes with cpu c on node
+// nodes[c].  Must run before the allocator's first allocation path uses the
+// topology (i.e. from a test's main before threads start).  Memory binding
+// to a node that does not exist fails and is skipped (and counted).
+bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus);
+
+// hwloc's view, loaded on first call (allocates through malloc, so never
+// call it from inside the allocator's slow paths).
+struct HwlocNodeInfo {
+  int os_index;
+  uint64_t local_memory;  // bytes
+};
+// Fills up to `max` entries and returns the number of NUMA nodes hwloc
+// reports, or -1 if hwloc fails.
+int HwlocNodes(HwlocNodeInfo* out, int max);
+
+}  // namespace cidmalloc::os
+
+#endif  // CIDMALLOC_ALLOCATOR_OS_TOPOLOGY_H_

@@ -1,0 +1,74 @@
+// allocator/page_heap/chunk.h: address-space units and their metadata.
+//
+// Memory comes in 2 MiB chunks (aligned, so huge-page friendly), each owned
+// by one node.  Every chunk has a ChunkInfo, found from any address in O(1)
+// through the pagemap.  A chunk is either part of a node's page heap (pages
+// handed out as power-of-two buddy blocks) or part of one huge mapping.
+#ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_CHUNK_H_
+#define CIDMALLOC_ALLOCATOR_PAGE_HEAP_CHUNK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace cidmalloc::page_heap {
+
+inline constexpr int kPageShift = 13;
+inline constexpr size_t kPageSize = size_t{1} << kPageShift;  // 8 KiB
+inline constexpr int kChunkShift = 21;
+inline constexpr size_t kChunkSize = size_t{1} << kChunkShift;  // 2 MiB
+inline constexpr uint32_t kPagesPerChunk = 1u << (kChunkShift - kPageShift);
+inline constexpr int kMaxOrder = kChunkShift - kPageShift;  // 8: a chunk
+// Small-object spans are at least 64 KiB (8 pages) and aligned to their
+// size, so each starts on a distinct multiple of 8 pages.
+inline constexpr int kSpanSlotShift = 3;
+inline constexpr uint32_t kSpanSlots = kPagesPerChunk >> kSpanSlotShift;
+
+enum class ChunkKind : uint8_t { kHeap = 1, kHuge = 2 };
+
+// Bit index of block `i` of order `k` in ChunkInfo::free_bits.
+constexpr uint32_t BlockBit(int k, uint32_t i) {
+  return (2 * kPagesPerChunk - (2 * kPagesPerChunk >> k)) + i;
+}
+
+struct ChunkInfo {
+  // --- Immutable after the chunk is published in the pagemap. ---
+  uintptr_t base;     // Chunk start (kHeap) or mapping start (kHuge).
+  ChunkKind kind;
+  uint8_t node;
+  // --- kHuge: immutable; the mapping's length and the requested size. ---
+  size_t huge_bytes;
+  size_t huge_requested;
+
+  // --- kHeap buddy state: guarded by the page heap lock of `node`. ---
+  // Bit BlockBit(k, i) set: block i of order k (pages [i<<k, (i+1)<<k)) is
+  // free and not part of a larger free block.
+  uint64_t free_bits[(2 * kPagesPerChunk) / 64];
+  // Bit p set: page p's memory was returned to the OS (reads as zero).
+  uint64_t released[kPagesPerChunk / 64];
+  // The node's list of chunks that have a free block of order k.
+  ChunkInfo* order_next[kMaxOrder + 1];
+  ChunkInfo* order_prev[kMaxOrder + 1];
+  uint16_t listed_orders;  // Bit k: on the node's order-k list.
+
+  // --- Large allocations: written under the page heap lock when a run is
+  // allocated or freed, read without a lock by free() / realloc() /
+  // malloc_usable_size() of a pointer the program owns. ---
+  // At a run's first page: its length in pages (0 elsewhere).
+  uint16_t run_pages[kPagesPerChunk];
+
+  // --- Small-object spans (owned by the central layer): written under the
+  // central list lock of the span's (node, class) when a span is carved or
+  // returned, read without a lock by free() of a pointer the program owns.
+  // page_class[p]: size class of page p's span, 0 if p is not in a span.
+  uint8_t page_class[kPagesPerChunk];
+  // The central layer's record of the span starting at slot s (page s<<3).
+  void* span_meta[kSpanSlots];
+};
+
+inline uint32_t PageIndex(uintptr_t p) {
+  return static_cast<uint32_t>((p >> kPageShift) & (kPagesPerChunk - 1));
+}
+
+}  // namespace cidmalloc::page_heap
+
+#endif  // CIDMALLOC_ALLOCATOR_PAGE_HEAP_CHUNK_H_

@@ -1,0 +1,28 @@
+// allocator/page_heap/meta_arena.h: memory for the allocator's own
+// metadata (ChunkInfos, pagemap leaves, front-end slabs, ID tables).
+//
+// A bump allocator over 2 MiB mappings, never returned to the OS, plus a
+// free list for ChunkInfo records (huge mappings come and go).  It never
+// calls malloc.  Guarded by one spin lock; callers are slow paths only.
+#ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_META_ARENA_H_
+#define CIDMALLOC_ALLOCATOR_PAGE_HEAP_META_ARENA_H_
+
+#include <stddef.h>
+
+#include "allocator/page_heap/chunk.h"
+
+namespace cidmalloc::page_heap {
+
+// Zeroed memory, aligned to `align` (<= 4096).  nullptr with ENOMEM.
+void* MetaAlloc(size_t bytes, size_t align);
+ChunkInfo* NewChunkInfo();             // Zeroed.
+void DeleteChunkInfo(ChunkInfo* info);  // Back to the free list.
+size_t MetaBytesMapped();
+
+void MetaForkPrepare();
+void MetaForkParent();
+void MetaForkChild();
+
+}  // namespace cidmalloc::page_heap
+
+#endif  // CIDMALLOC_ALLOCATOR_PAGE_HEAP_META_ARENA_H_

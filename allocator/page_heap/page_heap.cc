@@ -1,0 +1,424 @@
+#include "allocator/page_heap/page_heap.h"
+
+#include <errno.h>
+
+#include "allocator/os/check.h"
+#include "allocator/os/os.h"
+#include "allocator/os/spinlock.h"
+#include "allocator/os/topology.h"
+#include "allocator/page_heap/meta_arena.h"
+
+namespace cidmalloc::page_heap {
+
+namespace {
+
+struct alignas(64) NodeHeap {
+  os::SpinLock lock;
+  // Everything below is guarded by `lock`.
+  ChunkInfo* order_head[kMaxOrder + 1];
+  size_t mapped_bytes;
+  size_t huge_bytes;
+  size_t free_pages;           // Free pages in this node's chunks.
+  size_t released_free_pages;  // Free pages whose memory the OS has.
+  size_t bind_failures;
+  uint32_t next_reserve_chunks;
+};
+
+NodeHeap g_heaps[os::kMaxNodes];
+const os::Config* g_config = nullptr;
+
+constexpr uint32_t kMaxReserveChunks = 32;
+// Automatic release only returns blocks of at least this order (128 KiB),
+// so it stays cheap and leaves small free runs, likely reused, resident.
+constexpr int kAutoReleaseMinOrder = 4;
+
+// ---- Bit helpers ----------------------------------------------------------
+bool TestBit(const uint64_t* bits, uint32_t b) {
+  return (bits[b / 64] >> (b % 64)) & 1;
+}
+void SetBit(uint64_t* bits, uint32_t b) { bits[b / 64] |= uint64_t{1} << (b % 64); }
+void ClearBit(uint64_t* bits, uint32_t b) {
+  bits[b / 64] &= ~(uint64_t{1} << (b % 64));
+}
+// First set bit in [from, from + len), or -1.
+int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
+  for (uint32_t b = from; b < from + len;) {
+    const uint64_t word = bits[b / 64] >> (b % 64);
+    const uint32_t avail = 64 - b % 64;
+    const uint32_t take = avail < from + len - b ? avail : from + len - b;
+    const uint64_t masked =
+        take == 64 ? word : word & ((uint64_t{1} << take) - 1);
+    if (masked != 0) return static_cast<int>(b + __builtin_ctzll(masked));
+    b += take;
+  }
+  return -1;
+}
+uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n) {
+  uint32_t r = 0;
+  for (uint32_t p = page; p < page + n; ++p) r += TestBit(c->released, p);
+  return r;
+}
+uint32_t BlocksOfOrder(int k) { return kPagesPerChunk >> k; }
+
+// ---- Per-order chunk lists ------------------------------------------------
+void ListInsert(NodeHeap* h, ChunkInfo* c, int k) {
+  if (c->listed_orders & (1u << k)) return;
+  c->listed_orders |= static_cast<uint16_t>(1u << k);
+  c->order_prev[k] = nullptr;
+  c->order_next[k] = h->order_head[k];
+  if (h->order_head[k] != nullptr) h->order_head[k]->order_prev[k] = c;
+  h->order_head[k] = c;
+}
+void ListRemove(NodeHeap* h, ChunkInfo* c, int k) {
+  if (!(c->listed_orders & (1u << k))) return;
+  c->listed_orders &= static_cast<uint16_t>(~(1u << k));
+  if (c->order_prev[k] != nullptr) {
+    c->order_prev[k]->order_next[k] = c->order_next[k];
+  } else {
+    h->order_head[k] = c->order_next[k];
+  }
+  if (c->order_next[k] != nullptr) {
+    c->order_next[k]->order_prev[k] = c->order_prev[k];
+  }
+  c->order_next[k] = c->order_prev[k] = nullptr;
+}
+void MarkFree(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
+  SetBit(c->free_bits, BlockBit(k, i));
+  ListInsert(h, c, k);
+}
+void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
+  ClearBit(c->free_bits, BlockBit(k, i));
+  if (FindFirst(c->free_bits, BlockBit(k, 0), BlocksOfOrder(k)) < 0) {
+    ListRemove(h, c, k);
+  }
+}
+
+// ---- Growth ---------------------------------------------------------------
+// Reserves more chunks for node `node`.  Called with h->lock held.
+bool Grow(NodeHeap* h, int node) {
+  uint32_t n = h->next_reserve_chunks == 0 ? 1 : h->next_reserve_chunks;
+  char* mem = static_cast<char*>(os::MapAligned(n * kChunkSize, kChunkSize));
+  if (mem == nullptr && n > 1) {
+    n = 1;  // Tight address space (ulimit -v): try the minimum.
+    mem = static_cast<char*>(os::MapAligned(kChunkSize, kChunkSize));
+  }
+  if (mem == nullptr) return false;
+  if (os::NumNodes() > 1 &&
+      !os::BindToNode(mem, n * kChunkSize, node, g_config->numa_policy)) {
+    ++h->bind_failures;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    ChunkInfo* c = NewChunkInfo();
+    const uintptr_t base = reinterpret_cast<uintptr_t>(mem) + i * kChunkSize;
+    if (c == nullptr || !SetChunks(base, kChunkSize, c)) {
+      // Give back the chunks not yet handed to the heap.
+      if (c != nullptr) DeleteChunkInfo(c);
+      os::Unmap(reinterpret_cast<void*>(base), (n - i) * kChunkSize);
+      errno = ENOMEM;
+      return i > 0;
+    }
+    c->base = base;
+    c->kind = ChunkKind::kHeap;
+    c->node = static_cast<uint8_t>(node);
+    for (uint64_t& w : c->released) w = ~uint64_t{0};  // Untouched: zero.
+    MarkFree(h, c, kMaxOrder, 0);
+    h->mapped_bytes += kChunkSize;
+    h->free_pages += kPagesPerChunk;
+    h->released_free_pages += kPagesPerChunk;
+  }
+  if (n == h->next_reserve_chunks || h->next_reserve_chunks == 0) {
+    h->next_reserve_chunks = n * 2 > kMaxReserveChunks ? kMaxReserveChunks
+                                                        : n * 2;
+  }
+  return true;
+}
+
+// ---- Buddy allocation -----------------------------------------------------
+// Takes a free block of order k; returns its chunk and first page.
+bool TakeBlock(NodeHeap* h, int node, int k, ChunkInfo** chunk,
+               uint32_t* page) {
+  int j = k;
+  while (j <= kMaxOrder && h->order_head[j] == nullptr) ++j;
+  if (j > kMaxOrder) {
+    if (!Grow(h, node)) return false;
+    j = kMaxOrder;
+  }
+  ChunkInfo* c = h->order_head[j];
+  uint32_t i = static_cast<uint32_t>(
+      FindFirst(c->free_bits, BlockBit(j, 0), BlocksOfOrder(j)) -
+      static_cast<int>(BlockBit(j, 0)));
+  MarkUsed(h, c, j, i);
+  while (j > k) {  // Split, keeping the lower half.
+    --j;
+    i *= 2;
+    MarkFree(h, c, j, i + 1);
+  }
+  *chunk = c;
+  *page = i << k;
+  return true;
+}
+
+void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
+  uint32_t i = page >> k;
+  while (k < kMaxOrder && TestBit(c->free_bits, BlockBit(k, i ^ 1))) {
+    MarkUsed(h, c, k, i ^ 1);  // Merge with the free buddy.
+    i >>= 1;
+    ++k;
+  }
+  MarkFree(h, c, k, i);
+}
+
+// Frees pages [page, page + n) of c, as naturally aligned blocks.
+void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
+  h->free_pages += n;
+  h->released_free_pages += CountReleased(c, page, n);
+  while (n > 0) {
+    int k = page == 0 ? kMaxOrder : __builtin_ctz(page);
+    while ((1u << k) > n) --k;
+    FreeBlock(h, c, page, k);
+    page += 1u << k;
+    n -= 1u << k;
+  }
+}
+
+// Allocates n pages at an alignment of 2^order pages (n <= 2^order).
+uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
+                     ChunkInfo** chunk_out) {
+  NodeHeap* h = &g_heaps[node];
+  os::SpinLockHolder hold(&h->lock);
+  ChunkInfo* c;
+  uint32_t page;
+  if (!TakeBlock(h, node, order, &c, &page)) {
+    errno = ENOMEM;
+    return 0;
+  }
+  const uint32_t block = 1u << order;
+  h->free_pages -= block;
+  h->released_free_pages -= CountReleased(c, page, block);
+  *zeroed = CountReleased(c, page, n) == n;
+  for (uint32_t p = page; p < page + n; ++p) ClearBit(c->released, p);
+  if (n < block) FreeRange(h, c, page + n, block - n);
+  *chunk_out = c;
+  return c->base + (uintptr_t{page} << kPageShift);
+}
+
+// Returns free blocks of order >= min_order to the OS until the node keeps
+// at most keep_pages committed free pages.  Called with h->lock held.
+size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
+  size_t released = 0;
+  for (int k = kMaxOrder; k >= min_order; --k) {
+    for (ChunkInfo* c = h->order_head[k]; c != nullptr; c = c->order_next[k]) {
+      for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
+        if (h->free_pages - h->released_free_pages <= keep_pages) {
+          return released;
+        }
+        if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
+        const uint32_t page = i << k, n = 1u << k;
+        const uint32_t already = CountReleased(c, page, n);
+        if (already == n) continue;
+        if (!os::ReleasePages(
+                reinterpret_cast<void*>(c->base + (uintptr_t{page} << kPageShift)),
+                size_t{n} << kPageShift, g_config->release_method)) {
+          continue;
+        }
+        for (uint32_t p = page; p < page + n; ++p) SetBit(c->released, p);
+        h->released_free_pages += n - already;
+        released += size_t{n - already} << kPageShift;
+      }
+    }
+  }
+  return released;
+}
+
+void MaybeRelease(NodeHeap* h) {
+  const size_t keep = g_config->release_threshold >> kPageShift;
+  if (h->free_pages - h->released_free_pages > keep) {
+    ReleaseLocked(h, keep / 2, kAutoReleaseMinOrder);
+  }
+}
+
+int OrderFor(size_t pages) {
+  int k = 0;
+  while ((size_t{1} << k) < pages) ++k;
+  return k;
+}
+
+}  // namespace
+
+void Init(const os::Config* config) { g_config = config; }
+
+uintptr_t AllocSpan(int node, int order, bool* zeroed) {
+  ChunkInfo* c;
+  return AllocPages(node, 1u << order, order, zeroed, &c);
+}
+
+void FreeSpan(ChunkInfo* c, uintptr_t start, int order) {
+  NodeHeap* h = &g_heaps[c->node];
+  os::SpinLockHolder hold(&h->lock);
+  FreeRange(h, c, PageIndex(start), 1u << order);
+  MaybeRelease(h);
+}
+
+void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
+  if (bytes <= kChunkSize && align <= kChunkSize) {
+    const size_t pages = (bytes + kPageSize - 1) >> kPageShift;
+    const size_t align_pages = align > kPageSize ? align >> kPageShift : 1;
+    const int order = OrderFor(pages > align_pages ? pages : align_pages);
+    ChunkInfo* c;
+    const uintptr_t p = AllocPages(node, static_cast<uint32_t>(pages), order,
+                                   zeroed, &c);
+    if (p == 0) return nullptr;
+    // Published to free() through the returned pointer (see chunk.h).
+    __atomic_store_n(&c->run_pages[PageIndex(p)],
+                     static_cast<uint16_t>(pages), __ATOMIC_RELEASE);
+    return reinterpret_cast<void*>(p);
+  }
+  // A mapping of its own, rounded to whole chunks so that no other
+  // allocation shares its pagemap entries.
+  const size_t map_align = align > kChunkSize ? align : kChunkSize;
+  if (bytes > (size_t{1} << 46)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const size_t map_bytes = (bytes + kChunkSize - 1) & ~(kChunkSize - 1);
+  void* mem = os::MapAligned(map_bytes, map_align);
+  if (mem == nullptr) return nullptr;
+  ChunkInfo* info = NewChunkInfo();
+  if (info == nullptr) {
+    os::Unmap(mem, map_bytes);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  info->base = reinterpret_cast<uintptr_t>(mem);
+  info->kind = ChunkKind::kHuge;
+  info->node = static_cast<uint8_t>(node);
+  info->huge_bytes = map_bytes;
+  info->huge_requested = bytes;
+  NodeHeap* h = &g_heaps[node];
+  bool bound = true;
+  if (os::NumNodes() > 1) {
+    bound = os::BindToNode(mem, map_bytes, node, g_config->numa_policy);
+  }
+  if (!SetChunks(info->base, map_bytes, info)) {
+    SetChunks(info->base, map_bytes, nullptr);
+    os::Unmap(mem, map_bytes);
+    DeleteChunkInfo(info);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  {
+    os::SpinLockHolder hold(&h->lock);
+    h->huge_bytes += map_bytes;
+    h->mapped_bytes += map_bytes;
+    if (!bound) ++h->bind_failures;
+  }
+  *zeroed = true;
+  return mem;
+}
+
+void FreeLarge(ChunkInfo* c, uintptr_t p) {
+  if (c->kind == ChunkKind::kHuge) {
+    if (p != c->base) os::FatalMisuse("free(): invalid pointer", reinterpret_cast<void*>(p));
+    NodeHeap* h = &g_heaps[c->node];
+    {
+      os::SpinLockHolder hold(&h->lock);
+      h->huge_bytes -= c->huge_bytes;
+      h->mapped_bytes -= c->huge_bytes;
+    }
+    SetChunks(c->base, c->huge_bytes, nullptr);
+    os::Unmap(reinterpret_cast<void*>(c->base), c->huge_bytes);
+    DeleteChunkInfo(c);
+    return;
+  }
+  NodeHeap* h = &g_heaps[c->node];
+  os::SpinLockHolder hold(&h->lock);
+  const uint32_t page = PageIndex(p);
+  const uint32_t n = c->run_pages[page];
+  if ((p & (kPageSize - 1)) != 0 || n == 0) {
+    h->lock.Unlock();
+    os::FatalMisuse("free(): invalid pointer or double free",
+                    reinterpret_cast<void*>(p));
+  }
+  c->run_pages[page] = 0;
+  FreeRange(h, c, page, n);
+  MaybeRelease(h);
+}
+
+size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
+  if (c->kind == ChunkKind::kHuge) {
+    return p == c->base ? c->huge_bytes : 0;
+  }
+  if ((p & (kPageSize - 1)) != 0) return 0;
+  const uint16_t n =
+      __atomic_load_n(&c->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);
+  return size_t{n} << kPageShift;
+}
+
+size_t ReleaseFreeMemory(size_t keep_bytes) {
+  size_t released = 0;
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    NodeHeap* h = &g_heaps[node];
+    os::SpinLockHolder hold(&h->lock);
+    released += ReleaseLocked(h, keep_bytes >> kPageShift, 0);
+  }
+  return released;
+}
+
+void GetNodeStats(int node, NodeStats* out) {
+  NodeHeap* h = &g_heaps[node];
+  os::SpinLockHolder hold(&h->lock);
+  out->mapped_bytes = h->mapped_bytes;
+  out->free_bytes = h->free_pages << kPageShift;
+  out->released_bytes = h->released_free_pages << kPageShift;
+  out->huge_bytes = h->huge_bytes;
+  out->bind_failures = h->bind_failures;
+}
+
+void CheckInvariants() {
+  for (int node = 0; node < os::kMaxNodes; ++node) {
+    NodeHeap* h = &g_heaps[node];
+    os::SpinLockHolder hold(&h->lock);
+    size_t free_pages = 0, released = 0;
+    for (int k = 0; k <= kMaxOrder; ++k) {
+      for (ChunkInfo* c = h->order_head[k]; c != nullptr;
+           c = c->order_next[k]) {
+        CIDMALLOC_CHECK(c->node == node && c->kind == ChunkKind::kHeap,
+                        "chunk on the wrong node's list");
+        bool any = false;
+        for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
+          if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
+          any = true;
+          // A free block's buddy is never also free at the same order.
+          CIDMALLOC_CHECK(k == kMaxOrder ||
+                              !TestBit(c->free_bits, BlockBit(k, i ^ 1)),
+                          "unmerged free buddies");
+          free_pages += 1u << k;
+          released += CountReleased(c, i << k, 1u << k);
+        }
+        CIDMALLOC_CHECK(any, "listed chunk without a free block");
+      }
+    }
+    CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
+    CIDMALLOC_CHECK(released == h->released_free_pages,
+                    "released page count");
+  }
+}
+
+// Lock order: node heaps, then the pagemap, then the meta arena.
+void ForkPrepare() {
+  for (NodeHeap& h : g_heaps) h.lock.Lock();
+  PagemapForkPrepare();
+  MetaForkPrepare();
+}
+void ForkParent() {
+  MetaForkParent();
+  PagemapForkParent();
+  for (NodeHeap& h : g_heaps) h.lock.Unlock();
+}
+void ForkChild() {
+  MetaForkChild();
+  PagemapForkChild();
+  for (NodeHeap& h : g_heaps) h.lock.ResetAfterFork();
+}
+
+}  // namespace cidmalloc::page_heap

@@ -1,0 +1,67 @@
+// allocator/page_heap/page_heap.h: layer 3, the per-node page heap.
+//
+// Each node reserves address space in 2 MiB-aligned chunks (reservations
+// grow from 1 to 32 chunks), binds them to the node (CIDMALLOC_NUMA_POLICY)
+// and hands out power-of-two, naturally aligned blocks of 8 KiB pages with
+// a buddy allocator; a run of any length is a block with its tail given
+// back.  Allocations larger than a chunk get a mapping of their own.  Free
+// memory past CIDMALLOC_RELEASE_BYTES per node, and all of it on
+// malloc_trim, goes back to the OS with madvise.
+//
+// Locking: one spin lock per node guards that node's buddy state, lists and
+// counters; no other lock is taken while holding it except the meta arena's
+// and the pagemap's (lock order: node heap -> pagemap -> meta arena).
+#ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGE_HEAP_H_
+#define CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGE_HEAP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/os/config.h"
+#include "allocator/page_heap/chunk.h"
+#include "allocator/page_heap/pagemap.h"
+
+namespace cidmalloc::page_heap {
+
+// Reads the policy and threshold from `config` (kept by pointer).
+void Init(const os::Config* config);
+
+// A naturally aligned block of 2^order pages on `node`, for a small-object
+// span.  Returns its address, or 0 with errno ENOMEM.  *zeroed tells whether
+// every page is known to read as zero.
+uintptr_t AllocSpan(int node, int order, bool* zeroed);
+void FreeSpan(ChunkInfo* chunk, uintptr_t start, int order);
+
+// Allocations above the largest size class: a page run (up to a chunk) or
+// a mapping of their own.  `align` is a power of two.  nullptr with ENOMEM.
+void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed);
+// Frees a large allocation.  Aborts with a message if `p` is not the start
+// of a live one (invalid pointer or double free).
+void FreeLarge(ChunkInfo* chunk, uintptr_t p);
+// Usable bytes of the large allocation starting at p, or 0 if p is not the
+// start of a live large allocation.
+size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);
+
+// Returns free memory of every node to the OS, keeping `keep_bytes` per
+// node.  Returns the bytes released.
+size_t ReleaseFreeMemory(size_t keep_bytes);
+
+struct NodeStats {
+  size_t mapped_bytes;    // Chunks reserved plus huge mappings.
+  size_t free_bytes;      // Free pages in the buddy heap.
+  size_t released_bytes;  // Of those, returned to the OS.
+  size_t huge_bytes;      // Live huge mappings.
+  size_t bind_failures;   // mbind calls the kernel refused.
+};
+void GetNodeStats(int node, NodeStats* out);
+
+// Checks the buddy invariants of every node (debug builds and tests).
+void CheckInvariants();
+
+void ForkPrepare();
+void ForkParent();
+void ForkChild();
+
+}  // namespace cidmalloc::page_heap
+
+#endif  // CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGE_HEAP_H_

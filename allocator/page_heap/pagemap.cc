@@ -1,0 +1,42 @@
+#include "allocator/page_heap/pagemap.h"
+
+#include "allocator/os/spinlock.h"
+#include "allocator/page_heap/meta_arena.h"
+
+namespace cidmalloc::page_heap {
+
+std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
+
+namespace {
+// Serialises leaf creation and entry updates.
+os::SpinLock g_pagemap_lock;
+}  // namespace
+
+bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info) {
+  os::SpinLockHolder h(&g_pagemap_lock);
+  const uintptr_t first = start >> kChunkShift;
+  const uintptr_t last = (start + bytes - 1) >> kChunkShift;
+  for (uintptr_t c = first; c <= last; ++c) {
+    std::atomic<PagemapLeaf*>& slot = g_pagemap_root[c >> kLeafBits];
+    PagemapLeaf* leaf = slot.load(std::memory_order_relaxed);
+    if (leaf == nullptr) {
+      if (info == nullptr) continue;
+      leaf = static_cast<PagemapLeaf*>(MetaAlloc(sizeof(PagemapLeaf), 4096));
+      if (leaf == nullptr) return false;
+      // Release: the zeroed leaf is visible before the pointer to it; pairs
+      // with the acquire load in LookupChunk().
+      slot.store(leaf, std::memory_order_release);
+    }
+    // Release: *info is initialised before lookups can find it; pairs with
+    // the acquire load in LookupChunk().
+    leaf->entry[c & ((1u << kLeafBits) - 1)].store(info,
+                                                   std::memory_order_release);
+  }
+  return true;
+}
+
+void PagemapForkPrepare() { g_pagemap_lock.Lock(); }
+void PagemapForkParent() { g_pagemap_lock.Unlock(); }
+void PagemapForkChild() { g_pagemap_lock.ResetAfterFork(); }
+
+}  // namespace cidmalloc::page_heap
