@@ -110,6 +110,9 @@ bool RegisterMembarrier() {
   return r == 0;
 }
 
+void AtForkPrepare() { LockSoftIdsForFork(); }
+void AtForkParent() { UnlockSoftIdsAfterFork(); }
+
 void AtForkChild() {
   // The child has one thread and a new mm: membarrier registration is per
   // mm, and the other threads' soft IDs and locks died with them.
@@ -170,7 +173,7 @@ void DoInit() {
     p.num_ids = p.num_rseq_ids + kMaxSoftIds;
   }
   InitSoftIds();
-  pthread_atfork(nullptr, nullptr, AtForkChild);
+  pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
 }
 
 }  // namespace

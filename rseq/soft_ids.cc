@@ -92,6 +92,14 @@ void InitSoftIds() {
   g_exit_key_ok = pthread_key_create(&g_exit_key, ReleaseOnExit) == 0;
 }
 
+void LockSoftIdsForFork() {
+  for (uint32_t i = 0; i < kMaxSoftIds; ++i) SoftLockWait(i);
+}
+
+void UnlockSoftIdsAfterFork() {
+  for (uint32_t i = 0; i < kMaxSoftIds; ++i) SoftUnlock(i);
+}
+
 void ResetSoftIdsInChild() {
   for (auto& w : g_used) w.store(0, std::memory_order_relaxed);
   for (auto& l : g_soft_locks) l.held.store(0, std::memory_order_relaxed);

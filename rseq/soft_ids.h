@@ -46,6 +46,10 @@ uint32_t SoftLockAny();
 void SoftLockWait(uint32_t index);
 
 void InitSoftIds();
+// fork: the parent takes every soft-ID lock so that no soft operation is
+// half done in the child's copy of memory; both sides then release them.
+void LockSoftIdsForFork();
+void UnlockSoftIdsAfterFork();
 void ResetSoftIdsInChild();
 // Number of soft IDs currently owned by live threads (for statistics).
 uint32_t SoftIdsInUse();

@@ -69,19 +69,27 @@ void DoInit() {
   errno = saved;
 }
 
+// Set while this thread initialises, to tell re-entry from another thread.
+__thread bool t_initializing CIDMALLOC_TLS_IE = false;
+
 void InitSlow() {
+  // Initialisation allocates nothing (raw system calls, the metadata arena;
+  // glibc's first pthread_atfork registrations use static storage), so
+  // re-entry would be a bug: report it rather than wait for ourselves.
+  CIDMALLOC_CHECK(!t_initializing, "malloc re-entered during initialisation");
   int expected = 0;
   if (g_init_state.compare_exchange_strong(expected, 1,
                                            std::memory_order_acquire)) {
+    t_initializing = true;
     DoInit();
+    t_initializing = false;
     g_init_state.store(2, std::memory_order_release);
     // After "ready": pthread_atfork may call malloc, which now works.
     pthread_atfork(ForkPrepare, ForkParent, ForkChild);
     StatsAfterInit(g_config);
     return;
   }
-  // Initialisation allocates nothing, so this is another thread, never a
-  // re-entry: wait for it.
+  // Another thread initialises: wait for it.
   while (g_init_state.load(std::memory_order_acquire) != 2) {
     syscall(SYS_sched_yield);
   }

@@ -195,7 +195,10 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
   const uint32_t block = 1u << order;
   h->free_pages -= block;
   h->released_free_pages -= CountReleased(c, page, block);
-  *zeroed = CountReleased(c, page, n) == n;
+  // MADV_DONTNEED'd and never-touched pages read as zero; MADV_FREE'd ones
+  // may keep their old contents until the kernel reclaims them.
+  *zeroed = CountReleased(c, page, n) == n &&
+            g_config->release_method == os::ReleaseMethod::kDontNeed;
   for (uint32_t p = page; p < page + n; ++p) ClearBit(c->released, p);
   if (n < block) FreeRange(h, c, page + n, block - n);
   *chunk_out = c;
