@@ -19,8 +19,8 @@ namespace {
 // g_node[cpu] is the node of `cpu`.  Written only while g_table_state is 1
 // (by the one thread that moved it 0 -> 1); published by the release store
 // of 2, which pairs with the acquire load in NodeOfCpu().
-uint16_t g_node[kMaxCpusInNodeTable];
-std::atomic<int> g_table_state{0};
+constinit uint16_t g_node[kMaxCpusInNodeTable];
+constinit std::atomic<int> g_table_state{0};
 
 void SetNode(int cpu, void* arg) {
   if (cpu >= 0 && cpu < static_cast<int>(kMaxCpusInNodeTable)) {

@@ -25,7 +25,7 @@ extern const unsigned int __rseq_size __attribute__((weak));
 
 namespace cidmalloc::rseq {
 
-ProcessState g_process;
+constinit ProcessState g_process;
 __thread ThreadPath t_path CIDMALLOC_TLS_IE = ThreadPath::kUnknown;
 
 namespace {

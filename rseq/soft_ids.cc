@@ -6,7 +6,7 @@
 
 namespace cidmalloc::rseq {
 
-SoftLock g_soft_locks[kMaxSoftIds];
+constinit SoftLock g_soft_locks[kMaxSoftIds];
 
 namespace {
 
@@ -14,7 +14,7 @@ constexpr uint32_t kWords = kMaxSoftIds / 64;
 // Bit i set: soft index i is owned by a live thread.  Set and cleared with
 // acq_rel RMWs; ownership hand-over between threads is ordered by the soft
 // lock, not by this bitmap, which only avoids sharing.
-std::atomic<uint64_t> g_used[kWords];
+constinit std::atomic<uint64_t> g_used[kWords];
 
 // The calling thread's soft index, or -1.  Not a cache of the bitmap: a
 // thread beyond kMaxSoftIds shares an index it does not own (t_owned false).

@@ -1,5 +1,9 @@
 // rseq/state.h: process-wide and per-thread rseq state.
 //
+// Every global of the rseq layer and the allocator is `constinit`: the
+// first malloc can run inside another library's static constructors, before
+// this code's own dynamic initialisers, which would then reset the state.
+//
 // The process state is written once by Init() (and again only in a fork
 // child, which has a single thread) and read without synchronisation by the
 // fast paths afterwards.  The per-thread state is initial-exec TLS.
@@ -46,26 +50,26 @@ struct alignas(64) ProcessState {
   // --- Written by Init() before init_state is released; then read-only. ---
   // %fs-relative offset of every thread's rseq area (constant across
   // threads: glibc's __rseq_offset, or our own initial-exec TLS area).
-  intptr_t area_offset;
+  intptr_t area_offset = 0;
   // area_offset + offset of the ID field (mm_cid in cid mode, else cpu_id).
-  intptr_t id_offset;
+  intptr_t id_offset = 0;
   // rseq IDs are in [0, num_rseq_ids); 0 in none mode.  Also the first
   // soft ID.
-  uint32_t num_rseq_ids;
+  uint32_t num_rseq_ids = 0;
   // Per-ID tables must hold this many entries.
-  uint32_t num_ids;
-  Mode mode;
-  Mode best_mode;  // Before CIDMALLOC_RSEQ_MODE lowered it.
-  Registration registration;
-  bool has_node_id;  // The kernel fills node_id.
-  bool fence_available;
-  uint32_t feature_size;     // getauxval(AT_RSEQ_FEATURE_SIZE), 0 if absent.
-  uint32_t rseq_align;       // getauxval(AT_RSEQ_ALIGN), 0 if absent.
-  uint32_t possible_cpus;    // From /sys/devices/system/cpu/possible.
-  int registration_errno;    // errno of our failed rseq(2), else 0.
+  uint32_t num_ids = 0;
+  Mode mode = Mode::kNone;
+  Mode best_mode = Mode::kNone;  // Before CIDMALLOC_RSEQ_MODE lowered it.
+  Registration registration = Registration::kNone;
+  bool has_node_id = false;  // The kernel fills node_id.
+  bool fence_available = false;
+  uint32_t feature_size = 0;   // getauxval(AT_RSEQ_FEATURE_SIZE), 0 if absent.
+  uint32_t rseq_align = 0;     // getauxval(AT_RSEQ_ALIGN), 0 if absent.
+  uint32_t possible_cpus = 0;  // From /sys/devices/system/cpu/possible.
+  int registration_errno = 0;  // errno of our failed rseq(2), else 0.
   // 0: not started, 1: in progress, 2: done.  Release-stored by Init();
   // pairs with the acquire load in EnsureInit().
-  std::atomic<int> init_state;
+  std::atomic<int> init_state{0};
 };
 
 extern ProcessState g_process CIDMALLOC_HIDDEN;

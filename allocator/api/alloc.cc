@@ -26,11 +26,11 @@ bool g_counting = false;
 
 namespace {
 
-os::Config g_config;
+constinit os::Config g_config;
 // 0: not started, 1: in progress, 2: ready.  The release store of 2 pairs
 // with the acquire loads in EnsureInit(): g_config and every layer's state
 // are visible to a thread that sees 2.
-std::atomic<int> g_init_state{0};
+constinit std::atomic<int> g_init_state{0};
 
 void ForkPrepare() {
   front_end::ForkPrepare();

@@ -17,14 +17,14 @@ namespace {
 // Per-ID counters, one cache line per ID, updated with rseq::CounterAdd
 // (no atomics; exact sums) in counting mode.
 struct alignas(64) IdCounters {
-  int64_t mallocs;
-  int64_t hits;
-  int64_t frees;
-  int64_t remote_frees;
-  int64_t local_allocs;
+  int64_t mallocs = 0;
+  int64_t hits = 0;
+  int64_t frees = 0;
+  int64_t remote_frees = 0;
+  int64_t local_allocs = 0;
 };
 static_assert(sizeof(IdCounters) == (1 << CIDMALLOC_COUNTER_STRIDE_SHIFT));
-IdCounters g_counters[front_end::kMaxIds];
+constinit IdCounters g_counters[front_end::kMaxIds];
 
 uintptr_t Field(int64_t IdCounters::*field) {
   return reinterpret_cast<uintptr_t>(&(g_counters[0].*field));

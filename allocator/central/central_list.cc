@@ -34,16 +34,16 @@ struct Span {
 struct alignas(64) CentralList {
   os::SpinLock lock;
   // Guarded by `lock`:
-  Span* partial;      // Spans with an object to hand out.
-  uint64_t spans;
-  uint64_t free_objects;
-  uint64_t total_objects;
+  Span* partial = nullptr;  // Spans with an object to hand out.
+  uint64_t spans = 0;
+  uint64_t free_objects = 0;
+  uint64_t total_objects = 0;
 };
 
-CentralList g_lists[os::kMaxNodes][kNumClasses];
+constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
 
 // Recycled Span records; guarded by g_span_lock.
-os::SpinLock g_span_lock;
+constinit os::SpinLock g_span_lock;
 Span* g_free_spans = nullptr;
 
 int OrderOfSpan(int cls) {

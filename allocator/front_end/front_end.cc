@@ -22,7 +22,7 @@ const os::Config* g_config = nullptr;
 
 // g_lock guards slab creation and g_store; g_store[id] owns the slab of id
 // whether or not it is currently published in g_slabs.
-os::SpinLock g_lock;
+constinit os::SpinLock g_lock;
 void* g_store[kMaxIds];
 uint32_t g_num_slabs = 0;
 uint32_t g_max_id = 0;

@@ -7,7 +7,7 @@
 
 namespace cidmalloc::os {
 
-TopologyState g_topology = {1, false};
+constinit TopologyState g_topology = {1, false};
 
 namespace {
 void CountNode(int node, void* arg) {

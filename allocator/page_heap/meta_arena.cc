@@ -11,7 +11,7 @@ namespace cidmalloc::page_heap {
 namespace {
 
 // All guarded by g_lock.
-os::SpinLock g_lock;
+constinit os::SpinLock g_lock;
 char* g_cursor = nullptr;
 char* g_end = nullptr;
 size_t g_mapped = 0;

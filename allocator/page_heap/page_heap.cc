@@ -15,16 +15,16 @@ namespace {
 struct alignas(64) NodeHeap {
   os::SpinLock lock;
   // Everything below is guarded by `lock`.
-  ChunkInfo* order_head[kMaxOrder + 1];
-  size_t mapped_bytes;
-  size_t huge_bytes;
-  size_t free_pages;           // Free pages in this node's chunks.
-  size_t released_free_pages;  // Free pages whose memory the OS has.
-  size_t bind_failures;
-  uint32_t next_reserve_chunks;
+  ChunkInfo* order_head[kMaxOrder + 1] = {};
+  size_t mapped_bytes = 0;
+  size_t huge_bytes = 0;
+  size_t free_pages = 0;           // Free pages in this node's chunks.
+  size_t released_free_pages = 0;  // Free pages whose memory the OS has.
+  size_t bind_failures = 0;
+  uint32_t next_reserve_chunks = 0;
 };
 
-NodeHeap g_heaps[os::kMaxNodes];
+constinit NodeHeap g_heaps[os::kMaxNodes];
 const os::Config* g_config = nullptr;
 
 constexpr uint32_t kMaxReserveChunks = 32;

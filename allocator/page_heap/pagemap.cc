@@ -5,11 +5,11 @@
 
 namespace cidmalloc::page_heap {
 
-std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
+constinit std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
 
 namespace {
 // Serialises leaf creation and entry updates.
-os::SpinLock g_pagemap_lock;
+constinit os::SpinLock g_pagemap_lock;
 }  // namespace
 
 bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info) {
