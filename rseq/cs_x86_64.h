@@ -24,8 +24,8 @@
 //   - Kernel-owned fields are only loaded.
 //
 // Operands shared by every section:
-//   area    %fs offset of the rseq area (rseq_cs is at area + 8)
-//   idoff   %fs offset of the ID field (mm_cid or cpu_id)
+//   area    (memory) %fs offset of the rseq area (rseq_cs at area + 8)
+//   idoff   (memory) %fs offset of the ID field (mm_cid or cpu_id)
 //   nids    number of rseq IDs; an ID at or above it (including the
 //           ~0 of a not-yet-registered own area) fails the section
 // Every section is `asm volatile goto`: GCC 12 deletes an `asm goto` that
@@ -65,18 +65,24 @@
   "jmp %l[abort]\n\t"                /* restart the operation */         \
   ".popsection\n\t"
 
-// rax = &descriptor; area->rseq_cs = rax; then start_ip.
+// id = area offset; rax = &descriptor; area->rseq_cs = rax; start_ip.
+// The area and ID-field offsets are memory operands loaded into the id
+// register, which is free until the section reads the ID: the caller keeps
+// two registers fewer live.  The arming store is the last instruction
+// before start_ip.
 #define CIDMALLOC_RSEQ_CS_ARM                                             \
-  "leaq 3b(%%rip), %%rax\n\t"                                            \
+  "movq %[area], %q[id]\n\t"           /* id = area offset */             \
+  "leaq 3b(%%rip), %%rax\n\t"          /* rax = &descriptor */            \
   "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)          \
-  "(%[area])\n"                                                          \
+  "(%q[id])\n"                          /* area->rseq_cs = rax */          \
   "4:\n\t"
 
 // id = area->id_field; if (id >= nids) goto fail
 #define CIDMALLOC_RSEQ_CS_LOAD_ID                                         \
-  "movl %%fs:(%[idoff]), %k[id]\n\t" /* id = current cid / cpu */        \
-  "cmpl %[nids], %k[id]\n\t"         /* if (id >= nids) */               \
-  "jae %l[fail]\n\t"                 /*   goto fail */
+  "movq %[idoff], %q[id]\n\t"          /* id = ID field offset */         \
+  "movl %%fs:(%q[id]), %k[id]\n\t"     /* id = current cid / cpu */       \
+  "cmpl %[nids], %k[id]\n\t"           /* if (id >= nids) */              \
+  "jae %l[fail]\n\t"                   /*   goto fail */
 
 // s = table[id]; if (s == NULL) goto fail; s += offset
 #define CIDMALLOC_RSEQ_CS_LOAD_STACK                                      \
@@ -86,8 +92,8 @@
   "addq %[offset], %[s]\n\t"             /* s = (char*)s + offset */
 
 #define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
-  [area] "r"(::cidmalloc::rseq::g_process.area_offset),            \
-      [idoff] "r"(::cidmalloc::rseq::g_process.id_offset),         \
+  [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
+      [idoff] "m"(::cidmalloc::rseq::g_process.id_offset),         \
       [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids)
 
 namespace cidmalloc::rseq::cs {
@@ -137,15 +143,18 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
              "subl $1, %k[n]\n\t"                 // n -= 1
              "jb %l[fail]\n\t"                    // if (borrow: was empty) goto fail
              CIDMALLOC_RSEQ_INJECT_ASM(1)
-             "movq 8(%[s], %q[n], 8), %[v]\n\t"   // v = s->slots[n]
              CIDMALLOC_RSEQ_INJECT_ASM(2)
              CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             "movq 8(%[s], %q[n], 8), %[v]\n\t"   // v = s->slots[n]
              "movl %k[n], (%[s])\n"               // commit: s->count = n
              "5:\n\t"
-             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&r"(v)
+             // v is %rax, the scratch register that arms the descriptor
+             // (and runs the delay loops) before v is loaded: one register
+             // fewer for the caller to save.
+             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&a"(v)
              : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
                [offset] "r"(offset)
-             : "rax", "memory", "cc"
+             : "memory", "cc"
              : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
     *item = v;
     return true;
@@ -332,7 +341,11 @@ __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
                                                    int32_t* node) {
   for (;;) {
     int32_t c, nd;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
+    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE
+             "leaq 3b(%%rip), %%rax\n\t"         // rax = &descriptor
+             "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)
+             "(%[area])\n"                       // area->rseq_cs = rax
+             "4:\n\t"
              "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_CPU_ID)
              "(%[area]), %[c]\n\t"                // c = area->cpu_id
              CIDMALLOC_RSEQ_INJECT_ASM(0)

@@ -54,9 +54,11 @@ extern volatile uint32_t
 
 #ifdef CIDMALLOC_RSEQ_COMPARE_TWICE
 // Before a commit: the ID must still be the one the section started with.
-//   if (area->id_field != id) goto mismatch
+// Uses %rax, so it comes before any operation keeps a value there.
+//   rax = idoff; if (area->id_field != id) goto mismatch
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand)    \
-  "cmpl %%fs:(%[idoff]), %k[" id_operand "]\n\t"        \
+  "movq %[idoff], %%rax\n\t"                           \
+  "cmpl %%fs:(%%rax), %k[" id_operand "]\n\t"          \
   "jne %l[mismatch]\n\t"
 #define CIDMALLOC_RSEQ_MISMATCH_LABELS , mismatch
 #define CIDMALLOC_RSEQ_MISMATCH_HANDLER \

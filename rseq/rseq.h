@@ -159,6 +159,31 @@ inline bool Push(void* const* table, uintptr_t offset, void* item) {
   return PushSlow(table, offset, item);
 }
 
+// The critical sections alone, without even the mode check: only for a
+// caller that knows the mode is not none (the allocator keeps that in one
+// flag with its other fast-path conditions).  False on any failure.
+inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
+#if CIDMALLOC_RSEQ_X86_64
+  return cs::Pop(table, offset, item);
+#else
+  (void)table;
+  (void)offset;
+  (void)item;
+  return false;
+#endif
+}
+
+inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item) {
+#if CIDMALLOC_RSEQ_X86_64
+  return cs::Push(table, offset, item);
+#else
+  (void)table;
+  (void)offset;
+  (void)item;
+  return false;
+#endif
+}
+
 // The critical sections alone, for callers with a slow path of their own
 // (the allocator's front end): they also fail in none mode and on a thread
 // whose own area is not registered yet, and the caller's slow path then

@@ -21,8 +21,9 @@
 
 namespace cidmalloc::api {
 
-uintptr_t g_cookie = 0;
-bool g_counting = false;
+constinit uintptr_t g_cookie = 0;
+constinit bool g_counting = false;
+constinit uint8_t g_fast = 0;
 
 namespace {
 
@@ -66,6 +67,12 @@ void DoInit() {
   g_cookie = RandomCookie();
   g_counting = g_config.stats;
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
+  uint8_t fast = 0;
+  if (rseq::CurrentMode() != rseq::Mode::kNone && !g_counting) {
+    fast = kFastAlloc;
+    if (os::NumNodes() == 1 && !os::g_topology.injected) fast |= kFastFree;
+  }
+  g_fast = fast;  // Published by the release store of g_init_state.
   errno = saved;
 }
 
@@ -108,16 +115,13 @@ const os::Config& Config() {
   return g_config;
 }
 
-void* AllocSmallSlow(int cls, void* hit) {
+void* AllocSmallSlow(int cls) {
   EnsureInit();
-  void* p = hit;
-  if (p == nullptr) {
-    // The cache may still hold one: threads without rseq (none mode, or a
-    // thread whose registration is pending) only get here.
-    p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
-    hit = p;
-  }
-  if (p == nullptr) {
+  // The full path: registers the thread's own rseq area if needed, or uses
+  // its soft ID.
+  void* p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
+  const bool hit = p != nullptr;
+  if (!hit) {
     p = front_end::AllocSlow(cls);
     if (p == nullptr) {
       errno = ENOMEM;
@@ -125,7 +129,7 @@ void* AllocSmallSlow(int cls, void* hit) {
     }
   }
   static_cast<uintptr_t*>(p)[1] = 0;
-  if (g_counting) CountAlloc(p, hit != nullptr);
+  if (g_counting) CountAlloc(p, hit);
   return p;
 }
 
@@ -150,7 +154,7 @@ void FreeSlow(void* ptr) {
   if (ptr == nullptr) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
-  if (chunk == nullptr) InvalidPointer("free(): invalid pointer", ptr);
+  if (chunk == nullptr) return InvalidPointer("free(): invalid pointer", ptr);
   // Not a small object: a large allocation, or a span that is free already.
   if (g_counting) CountFree(ptr, false);
   page_heap::FreeLarge(chunk, p);
@@ -164,7 +168,6 @@ void FreeSmallSlow(int cls, void* p) {
       os::NumNodes() > 1 && chunk->node != os::CurrentNode();
   if (g_counting) CountFree(p, remote);
   if (remote) return front_end::FreeRemote(p);
-  if (front_end::TryFree(cls, p)) return;
   front_end::FreeSlow(cls, p);
 }
 
@@ -178,18 +181,25 @@ void DoubleFree(const char* who, void* p) {
 
 void InvalidPointer(const char* who, void* p) { os::FatalMisuse(who, p); }
 
+namespace {
+[[noreturn]] void Fatal(const char* who, void* p) {
+  InvalidPointer(who, p);
+  __builtin_unreachable();
+}
+}  // namespace
+
 size_t UsableSize(const char* who, void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
-  if (chunk == nullptr) InvalidPointer(who, ptr);
+  if (chunk == nullptr) Fatal(who, ptr);
   const int cls = chunk->page_class[page_heap::PageIndex(p)];
   if (cls != 0) {
-    if (!central::IsObjectStart(p, cls)) InvalidPointer(who, ptr);
+    if (!central::IsObjectStart(p, cls)) Fatal(who, ptr);
     if (static_cast<uintptr_t*>(ptr)[1] == (p ^ g_cookie)) DoubleFree(who, ptr);
     return central::Class(cls).size;
   }
   const size_t n = page_heap::LargeUsableSize(chunk, p);
-  if (n == 0) InvalidPointer(who, ptr);
+  if (n == 0) Fatal(who, ptr);
   return n;
 }
 
@@ -202,12 +212,7 @@ void* AllocAligned(size_t align, size_t size) {
     for (int cls = central::ClassOf(size); cls < central::kNumClasses; ++cls) {
       const central::SizeClassInfo& c = central::Class(cls);
       if (c.size % align == 0 && c.span_bytes >= align) {
-        void* p = front_end::TryAlloc(cls);
-        if (p != nullptr && !g_counting) {
-          static_cast<uintptr_t*>(p)[1] = 0;
-          return p;
-        }
-        return AllocSmallSlow(cls, p);
+        return AllocSmall(cls);
       }
     }
   }

@@ -68,29 +68,25 @@ void* CurrentSlab() {
   return slab != nullptr ? slab : EnsureSlab(id);
 }
 
-uint64_t CapacityBytes(void* slab) {
-  uint64_t bytes = 0;
-  for (int c = 1; c < kNumClasses; ++c) {
-    bytes += uint64_t{__atomic_load_n(&StackOf(slab, kLayout.offset[c])->capacity,
-                                      __ATOMIC_RELAXED)} *
-             Class(c).size;
-  }
-  return bytes;
-}
-
 // Grows the current ID's capacity for `cls` by a batch if the budget
 // allows.  Returns true if it grew.
 bool TryGrow(void* slab, int cls) {
   const central::SizeClassInfo& c = Class(cls);
   const rseq::Stack* s = StackOf(slab, kLayout.offset[cls]);
-  if (__atomic_load_n(&s->capacity, __ATOMIC_RELAXED) >= c.max_capacity) {
+  const uint32_t before = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
+  if (before >= c.max_capacity) return false;
+  SlabHeader* hdr = HeaderOf(slab);
+  const int64_t grant = int64_t{c.batch} * c.size;
+  if (hdr->extra_bytes.load(std::memory_order_relaxed) + grant >
+      static_cast<int64_t>(g_config->cache_bytes)) {
     return false;
   }
-  if (CapacityBytes(slab) + uint64_t{c.batch} * c.size > g_config->cache_bytes) {
-    return false;
-  }
-  return rseq::AdjustCapacity(g_slabs, kLayout.offset[cls], c.batch,
-                              c.max_capacity) > 0;
+  const int64_t after = rseq::AdjustCapacity(g_slabs, kLayout.offset[cls],
+                                             c.batch, c.max_capacity);
+  if (after <= static_cast<int64_t>(before)) return false;
+  hdr->extra_bytes.fetch_add((after - before) * c.size,
+                             std::memory_order_relaxed);
+  return true;
 }
 
 // Sends objects of mixed classes home, grouped by class.
@@ -156,7 +152,10 @@ void MaybeSweep(void* slab) {
     const int64_t now = rseq::AdjustCapacity(g_slabs, kLayout.offset[c],
                                              -static_cast<int32_t>(Class(c).batch),
                                              Class(c).max_capacity);
-    if (now >= 0) FlushClass(c, static_cast<uint32_t>(now));
+    if (now < 0) continue;
+    const int64_t shrunk = (int64_t{cap} - now) * Class(c).size;
+    if (shrunk > 0) hdr->extra_bytes.fetch_sub(shrunk, std::memory_order_relaxed);
+    FlushClass(c, static_cast<uint32_t>(now));
   }
 }
 
@@ -178,8 +177,6 @@ void Init(const os::Config* config) { g_config = config; }
 
 void* AllocSlow(int cls) {
   const uint32_t off = kLayout.offset[cls];
-  void* p = rseq::Pop(g_slabs, off);  // Handles registration / soft IDs.
-  if (p != nullptr) return p;
   const int node = os::CurrentNode();
   const central::SizeClassInfo& c = Class(cls);
   void* slab = CurrentSlab();
@@ -206,7 +203,8 @@ void* AllocSlow(int cls) {
 void FreeSlow(int cls, void* p) {
   const uint32_t off = kLayout.offset[cls];
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (rseq::Push(g_slabs, off, p)) return;  // Registration / soft IDs.
+    // The full path: registers the thread's own area, or uses its soft ID.
+    if (rseq::Push(g_slabs, off, p)) return;
     void* slab = CurrentSlab();
     if (slab == nullptr) break;
     SlabHeader* hdr = HeaderOf(slab);

@@ -14,9 +14,10 @@
 //   remote_offset                rseq::Stack, kRemoteCapacity slots
 //
 // Capacity: a class starts at one batch and grows by a batch on each miss
-// (up to its max_capacity) while the slab's total capacity stays within
-// CIDMALLOC_CACHE_BYTES; every kSweepEvents slow-path events, classes that
-// did not miss shrink by a batch and give the excess back.
+// (up to its max_capacity) while the capacity the slab was granted beyond
+// those initial batches stays within CIDMALLOC_CACHE_BYTES; every
+// kSweepEvents slow-path events, classes that did not miss shrink by a
+// batch and give the excess back.
 //
 // Another ID's slab (malloc_trim, a soft ID's thread exit) is drained by
 // unpublishing it from g_slabs, rseq::QuiesceId / Fence, draining, and
@@ -68,6 +69,9 @@ inline constexpr SlabLayout kLayout = MakeLayout();
 struct SlabHeader {
   std::atomic<int32_t> node;    // Node whose objects the slab caches.
   uint32_t id;
+  // Capacity granted beyond each class's initial batch, in bytes of objects;
+  // bounded by CIDMALLOC_CACHE_BYTES.
+  std::atomic<int64_t> extra_bytes;
   std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
   std::atomic<uint16_t> misses[central::kNumClasses];
 };
@@ -78,18 +82,20 @@ static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 // critical sections.
 extern void* g_slabs[kMaxIds] CIDMALLOC_HIDDEN;
 
-// Fast paths: the critical sections only.
-inline void* TryAlloc(int cls) {
-  return rseq::TryPop(g_slabs, kLayout.offset[cls]);
+// Fast paths: one critical section each.  Only while the rseq mode is not
+// none, which the API layer's fast-path flag guarantees.
+inline bool TryAlloc(int cls, void** p) {
+  return rseq::PopUnchecked(g_slabs, kLayout.offset[cls], p);
 }
 inline bool TryFree(int cls, void* p) {
-  return rseq::TryPush(g_slabs, kLayout.offset[cls], p);
+  return rseq::PushUnchecked(g_slabs, kLayout.offset[cls], p);
 }
 
 void Init(const os::Config* config);
 
-// Slow paths.  AllocSlow returns nullptr with errno ENOMEM when the heap
-// cannot grow.
+// Slow paths.  AllocSlow refills the current ID's cache from the central
+// list (the caller already tried the cache); it returns nullptr with errno
+// ENOMEM when the heap cannot grow.  FreeSlow handles a full cache.
 void* AllocSlow(int cls);
 void FreeSlow(int cls, void* p);
 // An object of another node: queued in the slab's remote stack, sent home
