@@ -1,7 +1,5 @@
 #include "allocator/os/topology.h"
 
-#include <hwloc.h>
-
 #include "rseq/cpu_node.h"
 #include "rseq/raw_io.h"
 
@@ -35,25 +33,6 @@ bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus) {
   g_topology.num_nodes = num_nodes;
   g_topology.injected = true;
   return true;
-}
-
-int HwlocNodes(HwlocNodeInfo* out, int max) {
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) return -1;
-  if (hwloc_topology_load(topo) != 0) {
-    hwloc_topology_destroy(topo);
-    return -1;
-  }
-  const int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
-  for (int i = 0; i < n && i < max; ++i) {
-    hwloc_obj_t obj = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
-    out[i].os_index = static_cast<int>(obj->os_index);
-    out[i].local_memory = obj->attr != nullptr
-                              ? obj->attr->numanode.local_memory
-                              : 0;
-  }
-  hwloc_topology_destroy(topo);
-  return n;
 }
 
 }  // namespace cidmalloc::os

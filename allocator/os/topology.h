@@ -1,10 +1,10 @@
-// allocator/os/topology.h: NUMA nodes, the current node, and hwloc.
+// allocator/os/topology.h: NUMA nodes and the current node.
 //
-// The hot paths need only the node count and the current node: those come
+// The allocator needs only the node count and the current node: those come
 // from sysfs and rseq (node_id, or the cpu->node table) without allocating.
-// hwloc, which allocates and costs milliseconds to load, is consulted lazily
-// and only for reporting (memory per node, distances), never from inside an
-// allocation.
+// hwloc, which allocates and costs milliseconds to load, lives in its own
+// target (hwloc_topology.h) that the library does not link: tools and tests
+// use it for memory per node and distances.
 #ifndef CIDMALLOC_ALLOCATOR_OS_TOPOLOGY_H_
 #define CIDMALLOC_ALLOCATOR_OS_TOPOLOGY_H_
 
@@ -45,16 +45,6 @@ inline int CurrentNode() {
 // topology (i.e. from a test's main before threads start).  Memory binding
 // to a node that does not exist fails and is skipped (and counted).
 bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus);
-
-// hwloc's view, loaded on first call (allocates through malloc, so never
-// call it from inside the allocator's slow paths).
-struct HwlocNodeInfo {
-  int os_index;
-  uint64_t local_memory;  // bytes
-};
-// Fills up to `max` entries and returns the number of NUMA nodes hwloc
-// reports, or -1 if hwloc fails.
-int HwlocNodes(HwlocNodeInfo* out, int max);
 
 }  // namespace cidmalloc::os
 
