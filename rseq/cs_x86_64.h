@@ -13,7 +13,7 @@
 //                         single commit store
 //                      5:                          (post_commit_ip)
 //
-// Invariants (checked by tests/rseq_cs_section_test):
+// Invariants (checked by //tests/rseq_cs:section_test):
 //   - The only store to shared data in [4, 5) is the last instruction.
 //     Earlier stores go to memory private to the caller (batch `out`) or
 //     beyond the stack's count (batch push), which no reader looks at.
@@ -56,6 +56,7 @@
   ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
   ".popsection\n\t"                                                      \
   ".pushsection __rseq_cs_ptr_array, \"aw?\"\n\t"                         \
+  ".balign 8\n\t"                                                       \
   ".quad 3b\n\t"                                                         \
   ".popsection\n\t"                                                      \
   ".pushsection __rseq_failure, \"ax?\"\n\t"                              \
@@ -96,6 +97,13 @@
       [idoff] "m"(::cidmalloc::rseq::g_process.id_offset),         \
       [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids)
 
+// On every failure label.  GCC 12.2 at -O1 with -fsanitize=address or
+// undefined miscompiles a function whose asm goto has outputs: on the goto
+// path it returned the output register's stale contents instead of the
+// failure value (tests/rseq: Ops.TryPopTryPushAreTheCriticalSectionsAlone
+// under --config=asan).  An empty volatile asm on the label avoids it.
+#define CIDMALLOC_RSEQ_FAIL_BARRIER() asm volatile("" ::: "memory")
+
 namespace cidmalloc::rseq::cs {
 
 // Each function returns true on commit and false on failure (bad ID, absent
@@ -112,6 +120,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
              "shlq $" CIDMALLOC_STR(CIDMALLOC_COUNTER_STRIDE_SHIFT)
              ", %[id]\n\t"                          // id <<= 6
              CIDMALLOC_RSEQ_INJECT_ASM(1)
+             CIDMALLOC_RSEQ_INJECT_ASM(3)
              "addq %[delta], (%[base], %[id])\n"    // commit: *(base + id) += delta
              "5:\n\t"
              : [id] "=&r"(id)
@@ -123,6 +132,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
   }
 }
@@ -161,6 +171,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
     CIDMALLOC_RSEQ_MISMATCH_HANDLER
   }
@@ -186,6 +197,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
              "addl $1, %k[n]\n\t"                 // n += 1
              CIDMALLOC_RSEQ_INJECT_ASM(2)
              CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             CIDMALLOC_RSEQ_INJECT_ASM(3)
              "movl %k[n], (%[s])\n"               // commit: s->count = n
              "5:\n\t"
              : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
@@ -197,6 +209,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
     CIDMALLOC_RSEQ_MISMATCH_HANDLER
   }
@@ -234,6 +247,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
              "ja 9b\n\t"
              CIDMALLOC_RSEQ_INJECT_ASM(2)
              CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             CIDMALLOC_RSEQ_INJECT_ASM(3)
              "movl %k[end], (%[s])\n"             // commit: s->count = end
              "5:\n\t"
              : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
@@ -246,6 +260,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
     CIDMALLOC_RSEQ_MISMATCH_HANDLER
   }
@@ -282,6 +297,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
              "jb 9b\n\t"
              CIDMALLOC_RSEQ_INJECT_ASM(2)
              CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             CIDMALLOC_RSEQ_INJECT_ASM(3)
              "movl %k[end], (%[s])\n"             // commit: s->count = end
              "5:\n\t"
              : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
@@ -294,6 +310,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
     CIDMALLOC_RSEQ_MISMATCH_HANDLER
   }
@@ -319,6 +336,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
              "cmoval %[limit], %k[c]\n\t"       //   c = limit
              CIDMALLOC_RSEQ_INJECT_ASM(1)
              CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
+             CIDMALLOC_RSEQ_INJECT_ASM(3)
              "movl %k[c], 4(%[s])\n"            // commit: s->capacity = c
              "5:\n\t"
              : [id] "=&r"(id), [s] "=&r"(s), [c] "=&r"(c)
@@ -330,6 +348,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
   abort:
     continue;
   fail:
+    CIDMALLOC_RSEQ_FAIL_BARRIER();
     return -1;
     CIDMALLOC_RSEQ_MISMATCH_HANDLER
   }

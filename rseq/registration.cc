@@ -160,8 +160,12 @@ void DoInit() {
     p.has_node_id = p.feature_size >= CIDMALLOC_RSEQ_FEATURE_NODE_ID;
   }
   p.mode = cap < p.best_mode ? cap : p.best_mode;
-  if (cap > p.best_mode && GetKnob("CIDMALLOC_RSEQ_MODE") != nullptr) {
-    Warn("CIDMALLOC_RSEQ_MODE=", GetKnob("CIDMALLOC_RSEQ_MODE"),
+  const char* knob = GetKnob("CIDMALLOC_RSEQ_MODE");
+  // Only an explicit, valid request the machine cannot honour (an empty or
+  // invalid value means no cap, and was warned about above).
+  if (cap > p.best_mode && knob != nullptr &&
+      (strcmp(knob, "cid") == 0 || strcmp(knob, "cpu") == 0)) {
+    Warn("CIDMALLOC_RSEQ_MODE=", knob,
          " is not available here; using the best mode available");
   }
   p.id_offset = p.area_offset + (p.mode == Mode::kCid

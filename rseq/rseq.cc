@@ -145,7 +145,12 @@ void* PopSlow(void* const* table, uintptr_t offset) {
   void* item = nullptr;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
-  if (s != nullptr && s->count > 0) item = s->slots()[--s->count];
+  if (s != nullptr && s->count > 0) {
+    const uint32_t n = s->count - 1;
+    item = s->slots()[n];
+    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+    s->count = n;
+  }
   SoftUnlock(index);
   return item;
 }
@@ -164,7 +169,10 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item) {
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr && s->count < s->capacity) {
-    s->slots()[s->count++] = item;
+    const uint32_t n = s->count;
+    s->slots()[n] = item;
+    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+    s->count = n + 1;
     ok = true;
   }
   SoftUnlock(index);
