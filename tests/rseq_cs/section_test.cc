@@ -7,8 +7,9 @@
 // checks what the kernel and the rseq layer rely on: the ABI fields, the
 // signature before each abort IP, that the IPs point into executable code of
 // this binary, that the abort IP is outside the section, the pointer array,
-// and, without a disassembler, that the first instruction of each section
-// reads the rseq area and the last one is the commit store.
+// and, without a disassembler, that each section starts by reading the rseq
+// area (after at most loading the field's offset) and ends with the commit
+// store.
 //
 // Each kind of operation is used in a probe function of its own section
 // (sec_cs_*), so the test knows which descriptors belong to which kind.  The
@@ -266,7 +267,8 @@ bool IsAreaLoad(const MemInsn& in) {
   return in.fs && in.opcode == 0x8b && !in.rex_w;
 }
 
-// `movq disp(%rip), reg64`: the load of the ID field's %fs offset.
+// `movq mem, reg64` (no %fs): the load of the ID field's %fs offset from
+// g_process, RIP-relative or through a register holding its address.
 bool IsOffsetLoad(const MemInsn& in) {
   return !in.fs && in.opcode == 0x8b && in.rex_w;
 }
@@ -435,7 +437,7 @@ TEST(RseqCsCode, FirstInstructionReadsTheAreaLastIsTheCommit) {
     ASSERT_EQ(ExecSegmentOf(s, EndIp(d) - 1), ExecSegmentOf(s, d->start_ip));
 
     // The per-ID operations first load the ID field's %fs offset (a 64-bit
-    // RIP-relative load into the ID register), then the ID through it;
+    // load from g_process into the ID register), then the ID through it;
     // CpuNode reads cpu_id directly.  Nothing else may come first.
     const uint8_t* start = reinterpret_cast<const uint8_t*>(d->start_ip);
     const size_t len = static_cast<size_t>(d->post_commit_offset);

@@ -1,0 +1,289 @@
+// bench/rseq_bench.cc: the rseq layer against the alternatives, one run.
+//
+//   bazel run -c opt //bench:rseq_bench -- --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
+//   (one command line)
+//
+// Two groups (docs/benchmarks.md, "rseq layer"):
+//   BM_Cpu_*      reading the current cpu (node, cid, ID): an empty loop as
+//                 the baseline, the rseq area loads of rseq/rseq.h, glibc's
+//                 sched_getcpu() and getcpu(), the getcpu system call, and
+//                 the rdpid / rdtscp instructions where the CPU has them.
+//   BM_Counter_*  incrementing a per-ID counter: rseq CounterAdd against
+//                 sched_getcpu() + an atomic add on a padded per-cpu slot,
+//                 (and the vDSO's getcpu() + the same), and one shared
+//                 atomic, with 1 and 2 threads.
+//
+// With ->Threads(n), Google Benchmark's "Time" is wall time divided by the
+// iterations of all threads (a throughput figure) and "CPU" is the CPU time
+// of all threads divided by the same: the cost of one operation to the
+// thread that performs it.  docs/benchmarks.md quotes CPU time.
+#include <benchmark/benchmark.h>
+#include <cpuid.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "rseq/abi.h"
+#include "rseq/area.h"
+#include "rseq/rseq.h"
+
+namespace {
+
+namespace r = ::cidmalloc::rseq;
+
+// ---- Feature checks -------------------------------------------------------
+bool CpuHasRdpid() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (c >> 22) & 1;  // CPUID.(EAX=7,ECX=0):ECX.RDPID[bit 22]
+}
+
+bool CpuHasRdtscp() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0x80000001, &a, &b, &c, &d)) return false;
+  return (d >> 27) & 1;  // CPUID.80000001H:EDX.RDTSCP[bit 27]
+}
+
+// The rseq benchmarks measure the rseq path; without it they would measure
+// a fallback under a misleading name.  Called on each benchmark thread.
+bool SkipWithoutRseq(benchmark::State& state) {
+  if (r::CurrentMode() == r::Mode::kNone) {
+    state.SkipWithError("rseq mode none");
+    return true;
+  }
+  // Settles the thread's path: registers its own rseq area when the rseq
+  // layer (not glibc) registers them (e.g.
+  // GLIBC_TUNABLES=glibc.pthread.rseq=0).
+  (void)r::CurrentId();
+  if (r::AreaCpuId() < 0) {
+    state.SkipWithError("no rseq area registered for this thread");
+    return true;
+  }
+  return false;
+}
+
+// ---- Reading the current cpu ------------------------------------------------
+
+void BM_Cpu_EmptyLoop(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_Cpu_EmptyLoop);
+
+// The inline load of cpu_id (rseq::CurrentCpu).
+void BM_Cpu_RseqCurrentCpu(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  for (auto _ : state) {
+    int cpu = r::CurrentCpu();
+    benchmark::DoNotOptimize(cpu);
+  }
+}
+BENCHMARK(BM_Cpu_RseqCurrentCpu);
+
+// cpu and node in one critical section (rseq::GetCpu).
+void BM_Cpu_RseqGetCpu(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  if (!r::Process().has_node_id) {
+    state.SkipWithError("the kernel does not fill node_id (Linux < 6.3)");
+    return;
+  }
+  for (auto _ : state) {
+    unsigned cpu, node;
+    int rc = r::GetCpu(&cpu, &node);
+    benchmark::DoNotOptimize(rc);
+    benchmark::DoNotOptimize(cpu);
+    benchmark::DoNotOptimize(node);
+  }
+}
+BENCHMARK(BM_Cpu_RseqGetCpu);
+
+// The bare load of cpu_id from the area, without CurrentCpu's checks (that
+// the area is registered, that cpu_id is not negative).
+void BM_Cpu_RseqCpuIdField(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  for (auto _ : state) {
+    int cpu = r::AreaField(CIDMALLOC_RSEQ_OFF_CPU_ID);
+    benchmark::DoNotOptimize(cpu);
+  }
+}
+BENCHMARK(BM_Cpu_RseqCpuIdField);
+
+// The node (rseq::CurrentNode): node_id, or the cpu -> node table.
+void BM_Cpu_RseqCurrentNode(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  for (auto _ : state) {
+    int node = r::CurrentNode();
+    benchmark::DoNotOptimize(node);
+  }
+}
+BENCHMARK(BM_Cpu_RseqCurrentNode);
+
+// The inline load of mm_cid from the area (rseq::CurrentCid is out of line).
+void BM_Cpu_RseqCidField(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  if (r::Process().feature_size < CIDMALLOC_RSEQ_FEATURE_MM_CID) {
+    state.SkipWithError("the kernel does not fill mm_cid (Linux < 6.3)");
+    return;
+  }
+  for (auto _ : state) {
+    int cid = r::AreaField(CIDMALLOC_RSEQ_OFF_MM_CID);
+    benchmark::DoNotOptimize(cid);
+  }
+}
+BENCHMARK(BM_Cpu_RseqCidField);
+
+// The ID per-ID operations use (out of line: path check + load).
+void BM_Cpu_RseqCurrentId(benchmark::State& state) {
+  for (auto _ : state) {
+    uint32_t id = r::CurrentId();
+    benchmark::DoNotOptimize(id);
+  }
+}
+BENCHMARK(BM_Cpu_RseqCurrentId);
+
+// glibc's sched_getcpu(): reads glibc's rseq area since 2.35, else vDSO.
+void BM_Cpu_GlibcSchedGetcpu(benchmark::State& state) {
+  for (auto _ : state) {
+    int cpu = sched_getcpu();
+    benchmark::DoNotOptimize(cpu);
+  }
+}
+BENCHMARK(BM_Cpu_GlibcSchedGetcpu);
+
+// glibc's getcpu(): the vDSO.
+void BM_Cpu_GlibcGetcpuVdso(benchmark::State& state) {
+  for (auto _ : state) {
+    unsigned cpu, node;
+    int rc = getcpu(&cpu, &node);
+    benchmark::DoNotOptimize(rc);
+    benchmark::DoNotOptimize(cpu);
+    benchmark::DoNotOptimize(node);
+  }
+}
+BENCHMARK(BM_Cpu_GlibcGetcpuVdso);
+
+// The real system call.
+void BM_Cpu_GetcpuSyscall(benchmark::State& state) {
+  for (auto _ : state) {
+    unsigned cpu, node;
+    long rc = syscall(SYS_getcpu, &cpu, &node, nullptr);
+    benchmark::DoNotOptimize(rc);
+    benchmark::DoNotOptimize(cpu);
+    benchmark::DoNotOptimize(node);
+  }
+}
+BENCHMARK(BM_Cpu_GetcpuSyscall);
+
+// RDPID: IA32_TSC_AUX, which Linux sets to (node << 12) | cpu.
+void BM_Cpu_Rdpid(benchmark::State& state) {
+  if (!CpuHasRdpid()) {
+    state.SkipWithError("the CPU has no RDPID");
+    return;
+  }
+  for (auto _ : state) {
+    uint64_t aux;
+    asm volatile("rdpid %0" : "=r"(aux));
+    unsigned cpu = aux & 0xfff;
+    benchmark::DoNotOptimize(cpu);
+  }
+}
+BENCHMARK(BM_Cpu_Rdpid);
+
+// RDTSCP: the TSC and IA32_TSC_AUX; serialising with respect to earlier
+// instructions, so much slower than RDPID.
+void BM_Cpu_Rdtscp(benchmark::State& state) {
+  if (!CpuHasRdtscp()) {
+    state.SkipWithError("the CPU has no RDTSCP");
+    return;
+  }
+  for (auto _ : state) {
+    uint32_t lo, hi, aux;
+    asm volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+    unsigned cpu = aux & 0xfff;
+    benchmark::DoNotOptimize(cpu);
+  }
+}
+BENCHMARK(BM_Cpu_Rdtscp);
+
+// ---- Per-ID counters ------------------------------------------------------
+
+// One counter per cache line, as CounterAdd expects (rseq/abi.h).
+struct alignas(64) PaddedCounter {
+  std::atomic<int64_t> value{0};
+};
+static_assert(sizeof(PaddedCounter) == 1u << CIDMALLOC_COUNTER_STRIDE_SHIFT);
+
+// Shared by the threads of a run; sized for every ID (rseq) or cpu.
+PaddedCounter* Counters() {
+  static PaddedCounter* counters = [] {
+    uint32_t n = r::NumIds();
+    if (r::Process().possible_cpus > n) n = r::Process().possible_cpus;
+    const long conf = sysconf(_SC_NPROCESSORS_CONF);
+    if (conf > 0 && static_cast<uint32_t>(conf) > n) n = conf;
+    return new PaddedCounter[n];
+  }();
+  return counters;
+}
+
+PaddedCounter g_shared;
+
+void BM_Counter_RseqCounterAdd(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(Counters());
+  for (auto _ : state) {
+    r::CounterAdd(base, 1);
+  }
+}
+BENCHMARK(BM_Counter_RseqCounterAdd)->Threads(1)->Threads(2);
+
+void BM_Counter_SchedGetcpuAtomicAdd(benchmark::State& state) {
+  PaddedCounter* counters = Counters();
+  for (auto _ : state) {
+    const int cpu = sched_getcpu();
+    counters[cpu].value.fetch_add(1);
+  }
+}
+BENCHMARK(BM_Counter_SchedGetcpuAtomicAdd)->Threads(1)->Threads(2);
+
+// The same with the cpu from the vDSO, as sched_getcpu() was before glibc
+// 2.35 read its rseq area.
+void BM_Counter_VdsoGetcpuAtomicAdd(benchmark::State& state) {
+  PaddedCounter* counters = Counters();
+  for (auto _ : state) {
+    unsigned cpu;
+    getcpu(&cpu, nullptr);
+    counters[cpu].value.fetch_add(1);
+  }
+}
+BENCHMARK(BM_Counter_VdsoGetcpuAtomicAdd)->Threads(1)->Threads(2);
+
+void BM_Counter_SharedAtomicAdd(benchmark::State& state) {
+  for (auto _ : state) {
+    g_shared.value.fetch_add(1);
+  }
+}
+BENCHMARK(BM_Counter_SharedAtomicAdd)->Threads(1)->Threads(2);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const r::ProcessState& p = r::Process();
+  benchmark::AddCustomContext("rseq_mode", r::ModeName(p.mode));
+  benchmark::AddCustomContext("rseq_registration",
+                              r::RegistrationName(p.registration));
+  benchmark::AddCustomContext("rseq_node_id", p.has_node_id ? "yes" : "no");
+  benchmark::AddCustomContext("rdpid", CpuHasRdpid() ? "yes" : "no");
+  benchmark::AddCustomContext("rdtscp", CpuHasRdtscp() ? "yes" : "no");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
