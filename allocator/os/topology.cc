@@ -29,6 +29,11 @@ void InitTopology() {
 
 bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus) {
   if (num_nodes < 1 || num_nodes > kMaxNodes) return false;
+  // Too late once rseq (and so the allocator) initialised: the fast paths
+  // were chosen for the real topology.
+  if (rseq::g_process.init_state.load(std::memory_order_acquire) != 0) {
+    return false;
+  }
   if (!rseq::SetCpuNodeTable(nodes, ncpus)) return false;
   g_topology.num_nodes = num_nodes;
   g_topology.injected = true;

@@ -41,9 +41,10 @@ inline int CurrentNode() {
 }
 
 // Test hook: pretend the machine has `num_nodes` nodes with cpu c on node
-// nodes[c].  Must run before the allocator's first allocation path uses the
-// topology (i.e. from a test's main before threads start).  Memory binding
-// to a node that does not exist fails and is skipped (and counted).
+// nodes[c].  Must run before the first allocation, which in a C++ program
+// happens before main (static constructors): call it from .preinit_array.
+// Returns false if it is too late.  Memory binding to a node that does not
+// exist fails and is skipped (and counted).
 bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus);
 
 }  // namespace cidmalloc::os

@@ -263,6 +263,9 @@ void FreeSpan(ChunkInfo* c, uintptr_t start, int order) {
 }
 
 void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
+  // A zero-byte request (memalign(1 << 17, 0)) still gets a block of its
+  // own: a 0-page run would be freed back at once and handed out twice.
+  if (bytes == 0) bytes = 1;
   if (bytes <= kChunkSize && align <= kChunkSize) {
     const size_t pages = (bytes + kPageSize - 1) >> kPageShift;
     const size_t align_pages = align > kPageSize ? align >> kPageShift : 1;
