@@ -33,7 +33,9 @@ void ReleaseOnExit(void*) {
   if (g_exit_callback != nullptr) {
     g_exit_callback(g_process.num_rseq_ids + static_cast<uint32_t>(index));
   }
-  t_index = -1;
+  // Keep t_index: allocations later in this thread's exit (destructors of
+  // keys after ours, up to PTHREAD_DESTRUCTOR_ITERATIONS rounds) share the
+  // index instead of claiming a new one that nothing would release.
   if (t_owned) {
     g_used[index / 64].fetch_and(~(uint64_t{1} << (index % 64)),
                                  std::memory_order_acq_rel);

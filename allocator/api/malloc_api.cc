@@ -15,6 +15,7 @@
 #include "allocator/api/alloc.h"
 #include "allocator/api/cidmalloc.h"
 #include "allocator/api/stats_internal.h"
+#include "allocator/central/central_list.h"
 #include "allocator/page_heap/page_heap.h"
 
 #define CIDMALLOC_EXPORT extern "C" __attribute__((visibility("default")))
@@ -157,6 +158,7 @@ CIDMALLOC_EXPORT void free_aligned_sized(void* p, size_t align, size_t size) {
 CIDMALLOC_EXPORT int malloc_trim(size_t pad) {
   cidmalloc::api::Config();
   cidmalloc::front_end::DrainAll();
+  cidmalloc::central::ReleaseEmptySpans();
   return cidmalloc::page_heap::ReleaseFreeMemory(pad) > 0 ? 1 : 0;
 }
 

@@ -177,5 +177,6 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
 extern "C" __attribute__((visibility("default"))) size_t cidmalloc_release_free_memory(void) {
   cidmalloc::api::Config();
   cidmalloc::front_end::DrainAll();
+  cidmalloc::central::ReleaseEmptySpans();
   return cidmalloc::page_heap::ReleaseFreeMemory(0);
 }

@@ -203,6 +203,20 @@ void InsertBatch(int cls, void* const* objs, uint32_t n) {
   if (held != nullptr) held->lock.Unlock();
 }
 
+void ReleaseEmptySpans() {
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (int cls = 1; cls < kNumClasses; ++cls) {
+      CentralList* l = &g_lists[node][cls];
+      os::SpinLockHolder h(&l->lock);
+      for (Span* s = l->partial; s != nullptr;) {
+        Span* next = s->next;
+        if (s->in_use == 0) Release(l, s);
+        s = next;
+      }
+    }
+  }
+}
+
 void GetClassStats(int node, int cls, ClassStats* out) {
   CentralList* l = &g_lists[node][cls];
   os::SpinLockHolder h(&l->lock);

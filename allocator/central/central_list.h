@@ -31,6 +31,10 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n);
 // list).  Aborts with a message on a double free it can prove.
 void InsertBatch(int cls, void* const* objs, uint32_t n);
 
+// Gives every span with no object in use back to the page heap, including
+// the one each list otherwise keeps (malloc_trim).
+void ReleaseEmptySpans();
+
 struct ClassStats {
   uint64_t spans;          // Spans owned by the list.
   uint64_t free_objects;   // Objects free in those spans.
