@@ -1,0 +1,728 @@
+// tests/allocator_stress/lifecycle_test.cc: the allocator across thread
+// and process lifetimes.
+//
+//   - The very first call into the allocator on a brand-new thread (many
+//     threads, each doing exactly one operation, all alive at once): malloc,
+//     calloc, realloc(NULL), memalign, operator new, and free of a pointer
+//     another thread allocated.  Results must be distinct live blocks.
+//   - Thread-exit destructors allocate and free: pthread_key destructors
+//     (re-armed for several destructor rounds) and C++ thread_local
+//     destructors free what the thread allocated earlier and allocate new
+//     memory, part of which outlives the thread.  In none mode the soft IDs
+//     of those threads must still be recycled (the slab count stays
+//     bounded).
+//   - Threads allocate and exit; other threads verify and free the memory
+//     later.
+//   - none mode: a thread's cached memory goes back when it exits
+//     (cidmalloc_get_stats().cached_bytes drops to where it was).
+//   - fork while other threads allocate: the child must not deadlock
+//     (alarm), frees memory allocated before the fork (by itself and by the
+//     other threads), allocates, starts threads that allocate, forks a
+//     grandchild; the parent goes on; repeated in a loop.
+//
+// Built for cid, own, cpu and none mode (BUILD).
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "allocator/api/cidmalloc.h"
+#include "tests/allocator_stress/stress_util.h"
+
+namespace {
+
+using namespace cidmalloc_stress;  // NOLINT
+
+// Fills [p, p + size) with a pattern of `tag`: every byte of blocks up to
+// 4 KiB; of larger ones, the first and last 256 bytes and one 8-byte word per
+// 4 KiB.  Intact() checks it.
+template <typename F>
+void ForEachPatternWord(size_t size, F f) {
+  const size_t words = size / 8;
+  if (size <= 4 * kKiB) {
+    for (size_t w = 0; w < words; ++w) f(w);
+  } else {
+    for (size_t w = 0; w < 32; ++w) f(w);
+    for (size_t w = 512; w < words - 32; w += 512) f(w);
+    for (size_t w = words - 32; w < words; ++w) f(w);
+  }
+}
+inline uint64_t PatternWord(uint64_t tag, size_t w) {
+  return tag ^ (w * 0x9E3779B97F4A7C15ull);
+}
+void Fill(void* p, size_t size, uint64_t tag) {
+  char* c = static_cast<char*>(p);
+  ForEachPatternWord(size, [&](size_t w) {
+    const uint64_t v = PatternWord(tag, w);
+    memcpy(c + w * 8, &v, 8);
+  });
+  for (size_t i = size / 8 * 8; i < size; ++i) c[i] = static_cast<char>(tag + i);
+}
+bool Intact(const void* p, size_t size, uint64_t tag) {
+  const char* c = static_cast<const char*>(p);
+  bool ok = true;
+  ForEachPatternWord(size, [&](size_t w) {
+    uint64_t v;
+    memcpy(&v, c + w * 8, 8);
+    ok = ok && v == PatternWord(tag, w);
+  });
+  for (size_t i = size / 8 * 8; i < size; ++i) {
+    ok = ok && c[i] == static_cast<char>(tag + i);
+  }
+  return ok;
+}
+
+struct Block {
+  void* p = nullptr;
+  size_t size = 0;
+  uint64_t tag = 0;
+};
+
+// Checks that blocks [p, p + size) of `blocks` are pairwise disjoint.
+::testing::AssertionResult Disjoint(std::vector<Block> blocks) {
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
+    return reinterpret_cast<uintptr_t>(a.p) < reinterpret_cast<uintptr_t>(b.p);
+  });
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    const uintptr_t prev_end =
+        reinterpret_cast<uintptr_t>(blocks[i - 1].p) +
+        std::max<size_t>(blocks[i - 1].size, 1);
+    if (reinterpret_cast<uintptr_t>(blocks[i].p) < prev_end) {
+      return ::testing::AssertionFailure()
+             << "live blocks overlap: " << blocks[i - 1].p << " ("
+             << blocks[i - 1].size << " bytes) and " << blocks[i].p;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+size_t SizeFor(uint64_t i) {
+  static const size_t kSizes[] = {1,    8,     16,    24,     100,      256,
+                                  1000, 4096,  20000, 65536,  70000,    300000,
+                                  0,    3 * kMiB};
+  return kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
+}
+
+TEST(Lifecycle, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
+
+// ---- First allocation on a new thread -----------------------------------------
+
+enum class FirstOp { kMalloc, kCalloc, kReallocNull, kMemalign, kNew, kFree };
+
+TEST(Lifecycle, FirstOperationOnManyNewThreads) {
+  constexpr int kWave = 16;
+  constexpr int kWaves = 24;  // 384 threads.
+  std::vector<void*> foreign;  // Allocated here, first freed by a new thread.
+  for (int w = 0; w < kWaves; ++w) {
+    std::vector<Block> got(kWave);
+    std::vector<void*> to_free(kWave, nullptr);
+    for (int t = 0; t < kWave; ++t) {
+      to_free[t] = malloc(SizeFor(t + w));
+      ASSERT_NE(to_free[t], nullptr);
+      Fill(to_free[t], SizeFor(t + w), 77);
+    }
+    Barrier all_holding(kWave + 1), release(kWave + 1);
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kWave; ++t) {
+      threads.emplace_back([&, t] {
+        const FirstOp op = static_cast<FirstOp>((t + w) % 6);
+        const size_t size = SizeFor(t * 7 + w);
+        const uint64_t tag = static_cast<uint64_t>(w) << 8 | t;
+        void* p = nullptr;
+        switch (op) {
+          case FirstOp::kMalloc:
+            p = malloc(size);
+            break;
+          case FirstOp::kCalloc:
+            p = calloc(1, size);
+            if (p != nullptr) {
+              for (size_t i = 0; i < size; ++i) {
+                if (static_cast<unsigned char*>(p)[i] != 0) {
+                  bad.fetch_add(1);
+                  break;
+                }
+              }
+            }
+            break;
+          case FirstOp::kReallocNull:
+            p = realloc(nullptr, size);
+            break;
+          case FirstOp::kMemalign:
+            p = memalign(256, size);
+            if (reinterpret_cast<uintptr_t>(p) % 256 != 0) bad.fetch_add(1);
+            break;
+          case FirstOp::kNew:
+            p = operator new(size);
+            break;
+          case FirstOp::kFree:
+            // The thread's first call is a free of main's block.
+            if (!Intact(to_free[t], SizeFor(t + w), 77)) bad.fetch_add(1);
+            free(to_free[t]);
+            to_free[t] = nullptr;
+            p = malloc(size);
+            break;
+        }
+        if (p == nullptr) {
+          bad.fetch_add(1);
+        } else {
+          Fill(p, size, tag);
+        }
+        got[t] = Block{p, size, tag};
+        all_holding.Wait();  // Every block of the wave is live now.
+        release.Wait();
+        if (p != nullptr && !Intact(p, size, tag)) bad.fetch_add(1);
+        // Half the threads free their block; main frees the others after
+        // the thread is gone.
+        if (t % 2 == 0) {
+          if (op == FirstOp::kNew) {
+            operator delete(p);
+          } else {
+            free(p);
+          }
+          got[t].p = nullptr;
+        }
+      });
+    }
+    all_holding.Wait();
+    std::vector<Block> live;
+    for (const Block& b : got) {
+      if (b.p != nullptr) live.push_back(b);
+    }
+    EXPECT_TRUE(Disjoint(live)) << "wave " << w;
+    release.Wait();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad.load(), 0) << "wave " << w;
+    for (const Block& b : got) {
+      if (b.p == nullptr) continue;
+      EXPECT_TRUE(Intact(b.p, b.size, b.tag));
+      free(b.p);
+    }
+    for (void* p : to_free) free(p);
+  }
+}
+
+// ---- Allocation in thread-exit destructors -------------------------------------
+
+std::mutex g_outlived_mu;
+std::vector<Block> g_outlived;  // Allocated in destructors, freed by main.
+std::atomic<int> g_key_dtor_runs{0};
+std::atomic<int> g_tls_dtor_runs{0};
+std::atomic<int> g_dtor_failures{0};
+
+void Outlive(const Block& b) {
+  std::lock_guard<std::mutex> l(g_outlived_mu);
+  g_outlived.push_back(b);
+}
+
+// The pthread key's value: blocks the thread allocated while running, and
+// how many more destructor rounds to re-arm for.
+struct KeyState {
+  std::vector<Block> blocks;
+  int rearm = 0;
+  uint64_t tag = 0;
+};
+
+pthread_key_t g_key;
+
+void KeyDestructor(void* arg) {
+  g_key_dtor_runs.fetch_add(1);
+  KeyState* st = static_cast<KeyState*>(arg);
+  for (const Block& b : st->blocks) {
+    if (!Intact(b.p, b.size, b.tag)) g_dtor_failures.fetch_add(1);
+    free(b.p);
+  }
+  st->blocks.clear();
+  // New memory, in this destructor: some freed right here, one outlives
+  // the thread, and some is kept for the next round.
+  for (int i = 0; i < 8; ++i) {
+    const size_t size = SizeFor(st->tag + i);
+    void* p = malloc(size);
+    if (p == nullptr) {
+      g_dtor_failures.fetch_add(1);
+      continue;
+    }
+    Fill(p, size, st->tag + i);
+    if (i == 0) {
+      Outlive(Block{p, size, st->tag + i});
+    } else if (st->rearm > 0 && i < 4) {
+      st->blocks.push_back(Block{p, size, st->tag + i});
+    } else {
+      free(p);
+    }
+  }
+  if (st->rearm > 0) {
+    --st->rearm;
+    st->tag += 100;
+    pthread_setspecific(g_key, st);  // Another destructor round.
+  } else {
+    delete st;
+  }
+}
+
+struct TlsObject {
+  std::vector<Block> blocks;
+  uint64_t tag = 0;
+  bool used = false;
+  ~TlsObject() {
+    if (!used) return;
+    g_tls_dtor_runs.fetch_add(1);
+    for (const Block& b : blocks) {
+      if (!Intact(b.p, b.size, b.tag)) g_dtor_failures.fetch_add(1);
+      free(b.p);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const size_t size = SizeFor(tag + i);
+      char* p = new char[size];
+      Fill(p, size, tag + i);
+      if (i == 0) {
+        Outlive(Block{p, size, tag + i});
+      } else {
+        delete[] p;
+      }
+    }
+  }
+};
+thread_local TlsObject t_tls;
+
+void ExitDestructorThread(int index, int rearm) {
+  KeyState* st = new KeyState;
+  st->rearm = rearm;
+  st->tag = static_cast<uint64_t>(index) * 1000;
+  for (int i = 0; i < 6; ++i) {
+    const size_t size = SizeFor(index + i);
+    void* p = malloc(size);
+    Fill(p, size, st->tag + 50 + i);
+    st->blocks.push_back(Block{p, size, st->tag + 50 + i});
+  }
+  pthread_setspecific(g_key, st);
+  t_tls.used = true;
+  t_tls.tag = static_cast<uint64_t>(index) * 1000 + 500;
+  for (int i = 0; i < 3; ++i) {
+    const size_t size = SizeFor(index * 3 + i);
+    void* p = malloc(size);
+    Fill(p, size, t_tls.tag + 10 + i);
+    t_tls.blocks.push_back(Block{p, size, t_tls.tag + 10 + i});
+  }
+  // Churn a little so the thread's cache holds objects at exit.
+  std::vector<void*> churn;
+  for (int i = 0; i < 200; ++i) churn.push_back(malloc(16 + (i % 40) * 16));
+  for (void* p : churn) free(p);
+}
+
+void RunExitDestructorThreads(int threads, int concurrent, int rearm) {
+  for (int base = 0; base < threads; base += concurrent) {
+    std::vector<std::thread> ts;
+    for (int i = base; i < base + concurrent && i < threads; ++i) {
+      ts.emplace_back(ExitDestructorThread, i, rearm);
+    }
+    for (auto& t : ts) t.join();
+  }
+}
+
+class ExitDestructors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(pthread_key_create(&g_key, KeyDestructor), 0);
+  }
+  void TearDown() override {
+    std::lock_guard<std::mutex> l(g_outlived_mu);
+    for (const Block& b : g_outlived) {
+      EXPECT_TRUE(Intact(b.p, b.size, b.tag));
+      free(b.p);
+    }
+    g_outlived.clear();
+  }
+};
+
+TEST_F(ExitDestructors, AllocateAndFreeInKeyAndThreadLocalDestructors) {
+  constexpr int kThreads = 64;
+  g_key_dtor_runs = 0;
+  g_tls_dtor_runs = 0;
+  RunExitDestructorThreads(kThreads, 8, /*rearm=*/1);
+  EXPECT_EQ(g_dtor_failures.load(), 0);
+  EXPECT_EQ(g_key_dtor_runs.load(), kThreads * 2);
+  EXPECT_EQ(g_tls_dtor_runs.load(), kThreads);
+  std::lock_guard<std::mutex> l(g_outlived_mu);
+  EXPECT_EQ(g_outlived.size(), static_cast<size_t>(kThreads * 3));
+  std::vector<Block> copy = g_outlived;
+  EXPECT_TRUE(Disjoint(copy));
+}
+
+// A thread whose destructors allocate until the last destructor round
+// (PTHREAD_DESTRUCTOR_ITERATIONS) must not keep its soft ID (none mode) or
+// anything else: many such threads, one after the other, reuse the same IDs
+// and slabs.
+TEST_F(ExitDestructors, SlabsStayBoundedWhenDestructorsAllocateLate) {
+  constexpr int kThreads = 32;
+  const cidmalloc_stats before = Stats();
+  // rearm 1: two destructor rounds, allocation in both.
+  RunExitDestructorThreads(kThreads, 4, /*rearm=*/1);
+  const cidmalloc_stats after = Stats();
+  EXPECT_EQ(g_dtor_failures.load(), 0);
+  // At most 4 threads alive at once besides main: at most that many new
+  // slabs, whatever the mode.
+  EXPECT_LE(after.slabs, before.slabs + 4 + 1)
+      << "slabs " << before.slabs << " -> " << after.slabs;
+}
+
+// The same with allocation in every destructor round glibc runs
+// (PTHREAD_DESTRUCTOR_ITERATIONS = 4): the last round allocates after the
+// allocator's own key destructor already ran in that round.
+//
+// Known bug KNOWN_BUG_SOFT_ID_EXIT_LEAK (none mode; README.md of this
+// package): the allocation claims a fresh soft ID and re-arms the
+// allocator's key, but glibc runs no fifth round, so the ID (and the
+// objects cached in its slab) is never given back: one leaked slab per
+// such thread.
+TEST_F(ExitDestructors, SlabsStayBoundedWhenDestructorsAllocateInTheLastRound) {
+  constexpr int kThreads = 32;
+  const cidmalloc_stats before = Stats();
+  RunExitDestructorThreads(kThreads, 4, /*rearm=*/3);
+  const cidmalloc_stats after = Stats();
+  EXPECT_EQ(g_dtor_failures.load(), 0);
+  const bool bounded = after.slabs <= before.slabs + 4 + 1;
+  if (Env("KNOWN_BUG_SOFT_ID_EXIT_LEAK") == "1") {
+    if (!bounded) {
+      GTEST_SKIP() << "KNOWN_BUG_SOFT_ID_EXIT_LEAK (known bug): slabs "
+                   << before.slabs << " -> " << after.slabs << " after "
+                   << kThreads << " threads";
+    }
+    ADD_FAILURE() << "KNOWN_BUG_SOFT_ID_EXIT_LEAK seems fixed: remove it "
+                     "from this target in tests/allocator_stress/BUILD";
+  }
+  EXPECT_TRUE(bounded) << "slabs " << before.slabs << " -> " << after.slabs
+                       << " after " << kThreads << " threads, at most 4 alive "
+                       << "at once";
+}
+
+// ---- Threads that exit before their memory is freed ----------------------------
+
+TEST(Lifecycle, MemoryOutlivesTheThreadThatAllocatedIt) {
+  constexpr int kProducers = 12;
+  constexpr int kPerProducer = 400;
+  std::vector<std::vector<Block>> made(kProducers);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> producers;
+    for (int t = 0; t < kProducers; ++t) {
+      producers.emplace_back([&made, t, round] {
+        Rng rng(Mix(t, round));
+        for (int i = 0; i < kPerProducer; ++i) {
+          size_t size = SizeFor(rng.Below(14));
+          if (size > kMiB && !rng.Chance(1, 20)) size = 1000;
+          const uint64_t tag = rng.Next();
+          void* p = malloc(size);
+          Fill(p, size, tag);
+          made[t].push_back(Block{p, size, tag});
+        }
+        // Free a few of its own, then exit holding the rest.
+        for (int i = 0; i < kPerProducer / 4; ++i) {
+          free(made[t].back().p);
+          made[t].pop_back();
+        }
+      });
+    }
+    for (auto& t : producers) t.join();  // Every producer is gone.
+    std::vector<Block> all;
+    for (auto& v : made) all.insert(all.end(), v.begin(), v.end());
+    EXPECT_TRUE(Disjoint(all));
+    // Consumers (new threads, fewer of them) verify and free, in an order
+    // unrelated to the producers'.
+    std::atomic<int> bad{0};
+    std::vector<std::thread> consumers;
+    for (int c = 0; c < 3; ++c) {
+      consumers.emplace_back([&, c] {
+        for (int t = c; t < kProducers; t += 3) {
+          for (auto it = made[t].rbegin(); it != made[t].rend(); ++it) {
+            if (!Intact(it->p, it->size, it->tag)) bad.fetch_add(1);
+            free(it->p);
+          }
+          made[t].clear();
+        }
+      });
+    }
+    for (auto& t : consumers) t.join();
+    EXPECT_EQ(bad.load(), 0);
+  }
+}
+
+// ---- none mode: caches of exiting threads ----------------------------------------
+
+TEST(Lifecycle, ExitingThreadsReturnTheirCachesInNoneMode) {
+  if (std::string(Stats().mode) != "none") {
+    GTEST_SKIP() << "per-thread caches exist in none mode only (mode "
+                 << Stats().mode << ")";
+  }
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 6;
+  const unsigned long long baseline = Stats().cached_bytes;
+  unsigned long long peak_alive = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    Barrier filled(kThreads + 1), go(kThreads + 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        // Fill the thread's cache: allocate many objects of several
+        // classes, then free them all (they stay in its slab).
+        std::vector<void*> v;
+        for (int i = 0; i < 3000; ++i) v.push_back(malloc(16 + ((i + t) % 64) * 32));
+        for (void* p : v) free(p);
+        filled.Wait();
+        go.Wait();
+      });
+    }
+    filled.Wait();
+    const unsigned long long alive = Stats().cached_bytes;
+    peak_alive = std::max(peak_alive, alive);
+    go.Wait();
+    for (auto& t : ts) t.join();
+    const unsigned long long after = Stats().cached_bytes;
+    // The threads' caches were substantial while they lived...
+    EXPECT_GE(alive, baseline + kThreads * 16 * kKiB) << "round " << round;
+    // ...and all of it went back when they exited (main's cache may have
+    // changed a little around thread creation and join).
+    EXPECT_LE(after, baseline + 64 * kKiB)
+        << "round " << round << ": cached " << baseline << " -> alive "
+        << alive << " -> after exit " << after;
+  }
+  printf("cached bytes: baseline %llu, with %d threads alive %llu, after all "
+         "exited %llu\n",
+         baseline, kThreads, peak_alive, Stats().cached_bytes);
+}
+
+// ---- fork while other threads allocate -------------------------------------------
+
+// Background threads allocating, freeing and passing objects to each other
+// through a mutex-protected list; they run until stop is set.
+class Churn {
+ public:
+  explicit Churn(int threads) {
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this, t] { Body(t); });
+    }
+  }
+  ~Churn() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    for (const Block& b : shared_) {
+      EXPECT_TRUE(Intact(b.p, b.size, b.tag));
+      free(b.p);
+    }
+    shared_.clear();
+    EXPECT_EQ(bad_.load(), 0);
+  }
+  // Takes up to n objects the churn threads allocated (the caller owns and
+  // frees them).
+  std::vector<Block> Take(size_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<Block> out;
+    while (out.size() < n && !shared_.empty()) {
+      out.push_back(shared_.back());
+      shared_.pop_back();
+    }
+    return out;
+  }
+  long ops() const { return ops_.load(); }
+
+ private:
+  void Body(int t) {
+    Rng rng(Mix(0xf0c, t));
+    std::vector<Block> mine;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 64; ++i) {
+        size_t size = SizeFor(rng.Below(14));
+        if (size > 4 * kKiB && !rng.Chance(1, 16)) size = 200;
+        if (size > kMiB) size = 70000;
+        const uint64_t tag = rng.Next();
+        void* p = malloc(size);
+        if (p == nullptr) {
+          bad_.fetch_add(1);
+          continue;
+        }
+        Fill(p, size, tag);
+        mine.push_back(Block{p, size, tag});
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        for (int i = 0; i < 16 && !mine.empty(); ++i) {
+          shared_.push_back(mine.back());
+          mine.pop_back();
+        }
+        for (int i = 0; i < 24 && shared_.size() > 256; ++i) {
+          mine.push_back(shared_.front());
+          shared_.erase(shared_.begin());
+        }
+      }
+      while (mine.size() > 32) {
+        const Block b = mine.back();
+        mine.pop_back();
+        if (!Intact(b.p, b.size, b.tag)) bad_.fetch_add(1);
+        free(b.p);
+      }
+      ops_.fetch_add(1, std::memory_order_relaxed);
+      usleep(100);  // Leave cpu time to the fork children.
+    }
+    for (const Block& b : mine) {
+      if (!Intact(b.p, b.size, b.tag)) bad_.fetch_add(1);
+      free(b.p);
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> bad_{0};
+  std::atomic<long> ops_{0};
+  std::mutex mu_;
+  std::vector<Block> shared_;
+  std::vector<std::thread> threads_;
+};
+
+// What a fork child does; runs under alarm() and reports through `r`.
+void ChildWork(ChildReport& r, std::vector<Block>& before_fork, bool grandchild) {
+  // Free memory allocated before the fork, by this thread and by threads
+  // that do not exist in the child.
+  for (const Block& b : before_fork) {
+    r.Check(Intact(b.p, b.size, b.tag), "pre-fork block %p corrupt", b.p);
+    free(b.p);
+  }
+  before_fork.clear();
+  // Allocate on the forking thread.
+  std::vector<Block> mine;
+  for (int i = 0; i < 600; ++i) {
+    const size_t size = SizeFor(i) > kMiB && i > 100 ? 48 : SizeFor(i);
+    void* p = malloc(size);
+    r.Check(p != nullptr || size == 0, "malloc(%zu) failed in child", size);
+    if (p == nullptr) continue;
+    Fill(p, size, i);
+    mine.push_back(Block{p, size, static_cast<uint64_t>(i)});
+  }
+  // Threads in the child, exchanging memory with the main thread.
+  std::atomic<int> bad{0};
+  std::vector<std::vector<Block>> theirs(4);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = t; i < static_cast<int>(mine.size()); i += 8) {
+        if (!Intact(mine[i].p, mine[i].size, mine[i].tag)) bad.fetch_add(1);
+        free(mine[i].p);
+        mine[i].p = nullptr;
+      }
+      for (int i = 0; i < 1000; ++i) {
+        const size_t size = SizeFor(i + t) > kMiB ? 64 : SizeFor(i + t);
+        void* p = malloc(size);
+        if (p == nullptr) {
+          bad.fetch_add(1);
+          continue;
+        }
+        Fill(p, size, i);
+        theirs[t].push_back(Block{p, size, static_cast<uint64_t>(i)});
+        if (i % 3 == 0) {
+          const Block b = theirs[t].back();
+          theirs[t].pop_back();
+          free(b.p);
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  r.Check(bad.load() == 0, "child threads found %d bad blocks", bad.load());
+  std::vector<Block> live;
+  for (const Block& b : mine) {
+    if (b.p != nullptr) live.push_back(b);
+  }
+  for (auto& v : theirs) live.insert(live.end(), v.begin(), v.end());
+  r.Check(static_cast<bool>(Disjoint(live)), "child blocks overlap");
+  if (grandchild) {
+    const std::string g = RunInChild(20, [&](ChildReport& gr) {
+      ChildWork(gr, live, /*grandchild=*/false);
+      live.clear();
+    });
+    r.Check(g.empty(), "grandchild: %s", g.c_str());
+  }
+  for (const Block& b : live) {
+    r.Check(Intact(b.p, b.size, b.tag), "child block %p corrupt", b.p);
+    free(b.p);
+  }
+  malloc_trim(0);
+  void* big = malloc(5 * kMiB);
+  r.Check(big != nullptr, "5 MiB malloc failed in child");
+  free(big);
+}
+
+// The fork test runs in a subprocess of its own (RunTestInSubprocess): a
+// fork() that never returns in the parent (fork handlers deadlocked) must
+// fail the test, not hang the suite.  The subprocess's watchdog tells where
+// it was stuck through its exit status.
+constexpr int kStuckInFork = 3;
+constexpr int kStuckElsewhere = 4;
+constexpr int kForkTestTimeoutSeconds = 25;
+std::atomic<bool> g_in_fork{false};
+
+void ForkWatchdog(int) {
+  static const char kInFork[] =
+      "watchdog: still inside fork() in the parent: the fork handlers "
+      "deadlocked\n";
+  static const char kElsewhere[] = "watchdog: fork test timed out\n";
+  const bool in_fork = g_in_fork.load();
+  const ssize_t unused = in_fork ? write(2, kInFork, sizeof kInFork - 1)
+                                 : write(2, kElsewhere, sizeof kElsewhere - 1);
+  (void)unused;
+  _exit(in_fork ? kStuckInFork : kStuckElsewhere);
+}
+
+// fork() used to deadlock in the parent here: the library initialised twice
+// and registered its rseq fork handlers twice (fixed by 283d5c7); the
+// watchdog reports such a hang as kStuckInFork.
+TEST(Lifecycle, ForkWhileOtherThreadsAllocate) {
+  if (!InSubprocess()) {
+    KnownBug hang;
+    hang.exit_status = kStuckInFork;
+    hang.summary = "fork() deadlocked in the parent's fork handlers";
+    RunThisTestInSubprocess(hang);
+    return;
+  }
+  signal(SIGALRM, ForkWatchdog);
+  alarm(kForkTestTimeoutSeconds);
+  constexpr int kForks = 6;
+  Churn churn(4);
+  for (int i = 0; i < kForks; ++i) {
+    // Let the churn run a little between forks.
+    const long ops = churn.ops();
+    while (churn.ops() < ops + 20) std::this_thread::yield();
+    std::vector<Block> before_fork = churn.Take(64);
+    for (int j = 0; j < 64; ++j) {
+      const size_t size = SizeFor(j + i);
+      void* p = malloc(size);
+      ASSERT_TRUE(p != nullptr || size == 0);
+      Fill(p, size, j);
+      before_fork.push_back(Block{p, size, static_cast<uint64_t>(j)});
+    }
+    const std::string result = RunInChild(
+        20,
+        [&](ChildReport& r) {
+          ChildWork(r, before_fork, /*grandchild=*/i % 4 == 0);
+        },
+        &g_in_fork);
+    EXPECT_EQ(result, "") << "fork " << i;
+    // The parent still owns the pre-fork blocks.
+    for (const Block& b : before_fork) {
+      EXPECT_TRUE(Intact(b.p, b.size, b.tag));
+      free(b.p);
+    }
+  }
+  churn.Stop();
+  alarm(0);
+}
+
+}  // namespace
