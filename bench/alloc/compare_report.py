@@ -1,0 +1,125 @@
+"""bench/alloc/compare_report.py: the tables of bench/alloc/compare.sh.
+
+    python3 bench/alloc/compare_report.py OUT R ALLOCATOR...
+
+Reads OUT/<allocator>.<run>.json (Google Benchmark JSON of
+//bench/alloc:malloc_bench) and prints markdown: the median over the runs of
+ns per malloc+free pair (cpu_time / pairs_per_iter) per allocator, the ratios
+of cidmalloc to glibc and to the fastest of jemalloc / mimalloc / tcmalloc,
+whether the goals hold, the spread of the runs, and geometric means over the
+groups of rows (fixed-size pairs, random-size pairs, batches).
+"""
+import json, math, statistics, sys, os
+
+out, reps, allocs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+others = [a for a in ("jemalloc", "mimalloc", "tcmalloc") if a in allocs]
+expect_from = {"glibc": "libc.so", "jemalloc": "jemalloc",
+               "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
+               "cidmalloc": "cidmalloc"}
+
+ns = {}      # (alloc, name) -> [ns per pair, one per run]
+order = []   # benchmark names in run order
+for a in allocs:
+    for r in range(1, reps + 1):
+        with open(os.path.join(out, f"{a}.{r}.json")) as f:
+            d = json.load(f)
+        ctx = d["context"]
+        got = ctx.get("malloc_from", "?")
+        if expect_from[a] not in got:
+            print(f"WARNING: run {a}.{r}: malloc came from {got}", file=sys.stderr)
+        if a == "cidmalloc" and r == 1:
+            print(f"cidmalloc mode: {ctx.get('cidmalloc_mode', '?')}, "
+                  f"registration: {ctx.get('cidmalloc_registration', '?')}",
+                  file=sys.stderr)
+        for b in d["benchmarks"]:
+            if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
+                continue
+            assert b["time_unit"] == "ns", b["time_unit"]
+            name = b["name"]
+            if name not in order:
+                order.append(name)
+            pairs = b.get("pairs_per_iter", 1.0) or 1.0
+            ns.setdefault((a, name), []).append(b["cpu_time"] / pairs)
+
+def med(a, n):
+    v = ns.get((a, n))
+    return statistics.median(v) if v else None
+
+def fmt(x):
+    if x is None:
+        return "—"
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+print()
+print("ns per malloc+free pair (CPU time), median of", reps, "interleaved runs")
+print()
+hdr = ["Benchmark"] + allocs
+has_cmp = "cidmalloc" in allocs and "glibc" in allocs and others
+if has_cmp:
+    hdr += ["cid/glibc", "cid/best other", "goals (≤0.5x glibc, ≤1x best)"]
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+met_glibc = met_best = rows = 0
+for n in order:
+    cells = [f"`{n}`"] + [fmt(med(a, n)) for a in allocs]
+    if has_cmp:
+        c, g = med("cidmalloc", n), med("glibc", n)
+        best_a = min(others, key=lambda a: med(a, n) or float("inf"))
+        b = med(best_a, n)
+        rg, rb = c / g, c / b
+        ok_g, ok_b = rg <= 0.5, rb <= 1.0
+        rows += 1
+        met_glibc += ok_g
+        met_best += ok_b
+        cells += [f"{rg:.2f}", f"{rb:.2f} ({best_a})",
+                  ("met" if ok_g else "NOT met") + " / " +
+                  ("met" if ok_b else "NOT met")]
+    print("| " + " | ".join(cells) + " |")
+if has_cmp:
+    print()
+    print(f"cidmalloc <= 0.5x glibc: {met_glibc}/{rows} rows; "
+          f"cidmalloc <= fastest other: {met_best}/{rows} rows")
+
+print()
+print("Spread: lowest–highest of the", reps, "runs, ns per pair")
+print()
+print("| Benchmark | " + " | ".join(allocs) + " |")
+print("|" + "---|" * (len(allocs) + 1))
+for n in order:
+    cells = [f"`{n}`"]
+    for a in allocs:
+        v = ns.get((a, n))
+        cells.append(f"{fmt(min(v))}–{fmt(max(v))}" if v else "—")
+    print("| " + " | ".join(cells) + " |")
+
+# Geometric means of the medians over groups of rows (fixed-size pairs,
+# random-size pairs, batches): the summary docs/benchmarks.md quotes.
+groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
+          ("random-size pairs", lambda n: n.startswith("BM_PairRandom")),
+          ("batches", lambda n: n.startswith("BM_Batch"))]
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+print()
+print("Geometric means of the medians, ns per pair")
+print()
+hdr = ["Rows"] + allocs
+if has_cmp:
+    hdr += ["cid/glibc", "cid/best other"]
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+for label, pick in groups:
+    names = [n for n in order if pick(n)]
+    if not names:
+        continue
+    cells = [f"{len(names)} {label}"]
+    for a in allocs:
+        v = [med(a, n) for n in names]
+        cells.append(fmt(geomean(v)) if all(v) else "—")
+    if has_cmp:
+        cells.append(f"{geomean([med('cidmalloc', n) / med('glibc', n) for n in names]):.2f}")
+        cells.append(f"{geomean([med('cidmalloc', n) / min(med(a, n) for a in others) for n in names]):.2f}")
+    print("| " + " | ".join(cells) + " |")

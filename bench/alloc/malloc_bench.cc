@@ -1,0 +1,179 @@
+// bench/alloc/malloc_bench.cc: the malloc + free fast path of whichever
+// allocator the process runs with.
+//
+// This binary is NOT linked with cidmalloc: it uses plain glibc malloc
+// unless an allocator is preloaded, so one binary is measured under each
+// allocator:
+//
+//   malloc_bench                                    # glibc
+//   LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 malloc_bench
+//   LD_PRELOAD=bazel-bin/libcidmalloc.so malloc_bench
+//
+// bench/alloc/compare.sh runs it under glibc, jemalloc, mimalloc, tcmalloc
+// and cidmalloc, interleaved, and prints the comparison table
+// (docs/benchmarks.md, section "Allocator").
+//
+// Benchmarks, each with 1 and 2 threads:
+//   BM_Pair/<size>     malloc(size) then free() of that pointer, sizes 16,
+//                      32, 64, 128, 256, 512 and 1024: the fast path of a
+//                      thread-local cache, nothing else.
+//   BM_PairRandom      the same with sizes drawn uniformly from [8, 1024],
+//                      precomputed (the same sequence under every
+//                      allocator), so the size-class lookup is not one
+//                      predicted branch.
+//   BM_Batch/64        malloc 1000 objects of 64 bytes, then free them in
+//                      allocation order.
+//   BM_BatchRandom     the same with the precomputed random sizes.
+//
+// Reported time: Google Benchmark's CPU time per iteration (with 2 threads,
+// the CPU time of both threads over the iterations of both: the cost of one
+// operation to the thread that performs it).  Each benchmark's counter
+// "pairs_per_iter" says how many malloc+free pairs one iteration performs
+// (1 or 1000); compare.sh divides by it to give ns per pair.
+//
+// The context lines "malloc_from" (the object that malloc resolves to) and,
+// under cidmalloc, "cidmalloc_mode" / "cidmalloc_registration" record what
+// was actually measured.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <string>
+
+namespace {
+
+// ---- Precomputed random sizes ------------------------------------------
+constexpr uint32_t kNumSizes = 4096;  // Power of two: index & (kNumSizes-1).
+constexpr uint32_t kMinRandom = 8;
+constexpr uint32_t kMaxRandom = 1024;
+
+struct RandomSizes {
+  uint32_t size[kNumSizes];
+  RandomSizes() {
+    // xorshift64*, fixed seed: the same sequence under every allocator and
+    // in every run.  (No std:: distribution: nothing here may allocate.)
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = 0; i < kNumSizes; ++i) {
+      x ^= x >> 12;
+      x ^= x << 25;
+      x ^= x >> 27;
+      const uint64_t r = (x * 0x2545f4914f6cdd1dull) >> 32;
+      size[i] = kMinRandom + static_cast<uint32_t>(
+                                 r % (kMaxRandom - kMinRandom + 1));
+    }
+  }
+};
+const RandomSizes g_random;
+
+// Each thread starts at its own place in the sequence.
+uint32_t StartIndex(const benchmark::State& state) {
+  return static_cast<uint32_t>(state.thread_index()) * 1031u;
+}
+
+void SetPairsPerIter(benchmark::State& state, double pairs) {
+  // kAvgThreads: the same value whatever the thread count.
+  state.counters["pairs_per_iter"] =
+      benchmark::Counter(pairs, benchmark::Counter::kAvgThreads);
+}
+
+// ---- malloc + free pairs --------------------------------------------------
+
+void BM_Pair(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    void* p = malloc(size);
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_Pair)
+    ->Arg(16)->Arg(32)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Arg(1024)
+    ->Threads(1)->Threads(2);
+
+void BM_PairRandom(benchmark::State& state) {
+  uint32_t i = StartIndex(state);
+  for (auto _ : state) {
+    void* p = malloc(g_random.size[i++ & (kNumSizes - 1)]);
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_PairRandom)->Threads(1)->Threads(2);
+
+// ---- Batches: 1000 mallocs, then 1000 frees ---------------------------------
+constexpr int kBatch = 1000;
+
+void BM_Batch(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  void* ptrs[kBatch];
+  for (auto _ : state) {
+    for (int j = 0; j < kBatch; ++j) {
+      ptrs[j] = malloc(size);
+      benchmark::DoNotOptimize(ptrs[j]);
+    }
+    for (int j = 0; j < kBatch; ++j) free(ptrs[j]);
+  }
+  SetPairsPerIter(state, kBatch);
+}
+BENCHMARK(BM_Batch)->Arg(64)->Threads(1)->Threads(2);
+
+void BM_BatchRandom(benchmark::State& state) {
+  uint32_t i = StartIndex(state);
+  void* ptrs[kBatch];
+  for (auto _ : state) {
+    for (int j = 0; j < kBatch; ++j) {
+      ptrs[j] = malloc(g_random.size[i++ & (kNumSizes - 1)]);
+      benchmark::DoNotOptimize(ptrs[j]);
+    }
+    for (int j = 0; j < kBatch; ++j) free(ptrs[j]);
+  }
+  SetPairsPerIter(state, kBatch);
+}
+BENCHMARK(BM_BatchRandom)->Threads(1)->Threads(2);
+
+// ---- Context: which allocator was measured ----------------------------------
+
+// The leading fields of cidmalloc's struct cidmalloc_stats
+// (allocator/api/cidmalloc.h); this binary must not link cidmalloc, so it
+// finds cidmalloc_get_stats with dlsym and reads only these two.  The
+// buffer is far larger than the whole struct.
+struct StatsPrefix {
+  const char* mode;
+  const char* registration;
+};
+
+void AddAllocatorContext() {
+  Dl_info info;
+  void* const malloc_addr = reinterpret_cast<void*>(&malloc);
+  const char* from = "?";
+  if (dladdr(malloc_addr, &info) != 0 && info.dli_fname != nullptr) {
+    from = info.dli_fname;
+  }
+  benchmark::AddCustomContext("malloc_from", from);
+
+  using GetStats = int (*)(void*);
+  auto get_stats =
+      reinterpret_cast<GetStats>(dlsym(RTLD_DEFAULT, "cidmalloc_get_stats"));
+  if (get_stats != nullptr) {
+    alignas(64) static unsigned char buf[64 * 1024];
+    get_stats(buf);
+    const StatsPrefix* s = reinterpret_cast<const StatsPrefix*>(buf);
+    benchmark::AddCustomContext("cidmalloc_mode", s->mode ? s->mode : "?");
+    benchmark::AddCustomContext("cidmalloc_registration",
+                                s->registration ? s->registration : "?");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  AddAllocatorContext();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
