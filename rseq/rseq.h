@@ -184,34 +184,22 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item) {
 #endif
 }
 
-// The critical sections alone, for callers with a slow path of their own
-// (the allocator's front end): they also fail in none mode and on a thread
-// whose own area is not registered yet, and the caller's slow path then
-// uses Pop / Push above, which handle both.
+// The critical sections alone, with the mode check, for callers with a slow
+// path of their own: they also fail in none mode and on a thread whose own
+// area is not registered yet, and the caller's slow path then uses Pop /
+// Push above, which handle both.
 inline void* TryPop(void* const* table, uintptr_t offset) {
-#if CIDMALLOC_RSEQ_X86_64
   void* item;
   if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
-      CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
+      CIDMALLOC_LIKELY(PopUnchecked(table, offset, &item))) {
     return item;
   }
-#else
-  (void)table;
-  (void)offset;
-#endif
   return nullptr;
 }
 
 inline bool TryPush(void* const* table, uintptr_t offset, void* item) {
-#if CIDMALLOC_RSEQ_X86_64
   return CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
-         cs::Push(table, offset, item);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  return false;
-#endif
+         PushUnchecked(table, offset, item);
 }
 
 // Pops up to `want` items into out[], top first; returns how many.
