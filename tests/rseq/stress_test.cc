@@ -72,6 +72,8 @@ struct World {
   // 0: the item sits on a stack (or is being pushed); 1: someone holds it.
   std::unique_ptr<std::atomic<uint8_t>[]> held;
   std::atomic<uint64_t> errors{0};
+  // Successful pushes by the workers, for the drainer to pace itself by.
+  std::atomic<uint64_t> progress{0};
   std::atomic<bool> has_first{false};
   char first_error[200] = {0};
 
@@ -262,12 +264,14 @@ void Worker(World& w, const Scenario& sc, int index, const std::vector<int>& cpu
         const uint32_t pushed = PushBack(w, tail, &n, true);
         held.resize(held.size() - asked + n);
         out->pushes += pushed;
+        w.progress.fetch_add(pushed, std::memory_order_relaxed);
         if (pushed == 0) ++out->full_pushes;
       } else {
         n = static_cast<uint32_t>(held.size());
         if (PushBack(w, held.data(), &n, false) == 1) {
           held.pop_back();
           ++out->pushes;
+          w.progress.fetch_add(1, std::memory_order_relaxed);
         } else {
           ++out->full_pushes;
         }
@@ -330,6 +334,15 @@ void Drainer(World& w, const std::vector<uint32_t>& ids,
   // runs (seen in none mode on an idle machine: the workers took 6 ms).
   do {
     for (uint32_t id : ids) {
+      // Let the workers get something done between two drains: under heavy
+      // load one fence can take milliseconds, and workers whose every
+      // operation fails fast on an unpublished region could otherwise run
+      // all their iterations within a few drains (seen: 0 pushes, 2 drains).
+      const uint64_t seen = w.progress.load(std::memory_order_relaxed);
+      while (w.progress.load(std::memory_order_relaxed) == seen &&
+             !stop->load(std::memory_order_acquire)) {
+        sched_yield();
+      }
       void* region = __atomic_load_n(&table[id], __ATOMIC_RELAXED);
       __atomic_store_n(&table[id], nullptr, __ATOMIC_RELAXED);
       if (!rs::QuiesceId(id)) w.Error("QuiesceId returned false, ID", id);
