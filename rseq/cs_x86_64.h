@@ -28,6 +28,7 @@
 //   idoff   (memory) %fs offset of the ID field (mm_cid or cpu_id)
 //   nids    number of rseq IDs; an ID at or above it (including the
 //           ~0 of a not-yet-registered own area) fails the section
+//   stride, nnodes  node-qualified IDs: the cid and node bounds
 // Every section is `asm volatile goto`: GCC 12 deletes an `asm goto` that
 // has outputs when the outputs are unused (seen with the counter add),
 // despite the documented implicit volatile.
@@ -92,10 +93,37 @@
   "jz %l[fail]\n\t"                      /*   goto fail */               \
   "addq %[offset], %[s]\n\t"             /* s = (char*)s + offset */
 
+// Node-qualified IDs (IdKind::kNodeQualified).  The id register holds the
+// area offset from the arming code.  `check` is empty, or
+// CIDMALLOC_RSEQ_CS_CHECK_NODE for a push that insists on a node.
+//   eax = area->node_id; if (eax >= nnodes) goto fail; check;
+//   eax *= cid_stride; id = area->mm_cid; if (id >= cid_stride) goto fail;
+//   id += eax
+#define CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check)                         \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID)                   \
+  "(%q[id]), %%eax\n\t"                /* eax = area->node_id */          \
+  "cmpl %[nnodes], %%eax\n\t"          /* if (eax >= nnodes) */           \
+  "jae %l[fail]\n\t"                   /*   goto fail */                  \
+  check                                                                    \
+  "imull %[stride], %%eax\n\t"         /* eax *= cid_stride */            \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID)                    \
+  "(%q[id]), %k[id]\n\t"               /* id = area->mm_cid */            \
+  "cmpl %[stride], %k[id]\n\t"         /* if (id >= cid_stride) */        \
+  "jae %l[fail]\n\t"                   /*   goto fail */                  \
+  "addl %%eax, %k[id]\n\t"             /* id += eax */
+
+// if (eax != node) goto fail   (eax = area->node_id)
+#define CIDMALLOC_RSEQ_CS_CHECK_NODE                                       \
+  "cmpl %[node], %%eax\n\t"            /* if (eax != node) */             \
+  "jne %l[fail]\n\t"                   /*   goto fail */
+
+// Memory operands only: a section that does not use one costs nothing.
 #define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
   [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
       [idoff] "m"(::cidmalloc::rseq::g_process.id_offset),         \
-      [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids)
+      [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids),       \
+      [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
+      [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
 
 // On every failure label.  GCC 12.2 at -O1 with -fsanitize=address or
 // undefined miscompiles a function whose asm goto has outputs: on the goto
@@ -104,30 +132,167 @@
 // under --config=asan).  An empty volatile asm on the label avoids it.
 #define CIDMALLOC_RSEQ_FAIL_BARRIER() asm volatile("" ::: "memory")
 
+// Each operation's code is a macro of its ID load and its compare-twice
+// check, instantiated once per IdKind: the raw and the node-qualified
+// versions are separate critical sections with separate descriptors.
+//
+// id <<= 6; commit: *(base + id) += delta
+#define CIDMALLOC_RSEQ_COUNTER_ADD_ASM(load_id)                              \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  "shlq $" CIDMALLOC_STR(CIDMALLOC_COUNTER_STRIDE_SHIFT) ", %[id]\n\t"       \
+                                       /* id <<= 6 */                        \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "addq %[delta], (%[base], %[id])\n"  /* commit: *(base + id) += delta */   \
+  "5:\n\t"
+
+// n = s->count; if (n == 0) fail; v = s->slots[n-1]; commit: s->count = n-1
+#define CIDMALLOC_RSEQ_POP_ASM(load_id, compare_twice)                       \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
+  "subl $1, %k[n]\n\t"                 /* n -= 1 */                          \
+  "jb %l[fail]\n\t"                    /* if (borrow: was empty) goto fail */\
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  "movq 8(%[s], %q[n], 8), %[v]\n\t"   /* v = s->slots[n] */                 \
+  "movl %k[n], (%[s])\n"               /* commit: s->count = n */            \
+  "5:\n\t"
+
+// n = s->count; if (n >= s->capacity) fail; s->slots[n] = item;
+// commit: s->count = n+1
+#define CIDMALLOC_RSEQ_PUSH_ASM(load_id, compare_twice)                      \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
+  "cmpl 4(%[s]), %k[n]\n\t"            /* if (n >= s->capacity) */           \
+  "jae %l[fail]\n\t"                   /*   goto fail */                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  "movq %[item], 8(%[s], %q[n], 8)\n\t" /* s->slots[n] = item (beyond     \
+                                          count: private) */               \
+  "addl $1, %k[n]\n\t"                 /* n += 1 */                          \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movl %k[n], (%[s])\n"               /* commit: s->count = n */            \
+  "5:\n\t"
+
+// n = s->count; if (n == 0) fail; end = max(n - want, 0);
+// do { *o++ = s->slots[--n]; } while (n > end); commit: s->count = end
+#define CIDMALLOC_RSEQ_POP_BATCH_ASM(load_id, compare_twice)                 \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
+  "testl %k[n], %k[n]\n\t"             /* if (n == 0) */                     \
+  "jz %l[fail]\n\t"                    /*   goto fail */                     \
+  "movl %k[n], %k[end]\n\t"            /* end = n */                         \
+  "subl %[want], %k[end]\n\t"          /* end -= want */                     \
+  "jae 8f\n\t"                         /* if (borrow) */                     \
+  "xorl %k[end], %k[end]\n"            /*   end = 0 */                       \
+  "8:\n\t"                                                                   \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  "9:\n\t"                             /* do { */                            \
+  "subl $1, %k[n]\n\t"                 /*   n -= 1 */                        \
+  "movq 8(%[s], %q[n], 8), %%rax\n\t"  /*   rax = s->slots[n] */             \
+  "movq %%rax, (%[o])\n\t"             /*   *o = rax (caller-private) */     \
+  "addq $8, %[o]\n\t"                  /*   o += 1 */                        \
+  "cmpl %k[end], %k[n]\n\t"            /* } while (n > end) */               \
+  "ja 9b\n\t"                                                                \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movl %k[end], (%[s])\n"             /* commit: s->count = end */          \
+  "5:\n\t"
+
+// n = s->count; room = s->capacity - n; if (room <= 0) fail;
+// end = n + min(room, want); do { s->slots[n++] = *i++; } while (n < end);
+// commit: s->count = end
+#define CIDMALLOC_RSEQ_PUSH_BATCH_ASM(load_id, compare_twice)                \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
+  "movl 4(%[s]), %k[end]\n\t"          /* end = s->capacity */               \
+  "subl %k[n], %k[end]\n\t"            /* end -= n (room) */                 \
+  "jbe %l[fail]\n\t"                   /* if (room <= 0) goto fail */        \
+  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
+  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "addl %k[n], %k[end]\n\t"            /* end += n (new count) */            \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  "9:\n\t"                             /* do { */                            \
+  "movq (%[i]), %%rax\n\t"             /*   rax = *i */                      \
+  "movq %%rax, 8(%[s], %q[n], 8)\n\t"  /*   s->slots[n] = rax (beyond        \
+                                            count: private) */               \
+  "addq $8, %[i]\n\t"                  /*   i += 1 */                        \
+  "addl $1, %k[n]\n\t"                 /*   n += 1 */                        \
+  "cmpl %k[end], %k[n]\n\t"            /* } while (n < end) */               \
+  "jb 9b\n\t"                                                                \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movl %k[end], (%[s])\n"             /* commit: s->count = end */          \
+  "5:\n\t"
+
+// c = s->capacity + delta; c = min(max(c, 0), limit);
+// commit: s->capacity = c
+#define CIDMALLOC_RSEQ_ADJUST_CAPACITY_ASM(load_id, compare_twice)           \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movl 4(%[s]), %k[c]\n\t"            /* c = s->capacity */                 \
+  "addl %[delta], %k[c]\n\t"           /* c += delta */                      \
+  "jns 8f\n\t"                         /* if (c < 0) */                      \
+  "xorl %k[c], %k[c]\n"                /*   c = 0 */                         \
+  "8:\n\t"                                                                   \
+  "cmpl %[limit], %k[c]\n\t"           /* if (c > limit) */                  \
+  "cmoval %[limit], %k[c]\n\t"         /*   c = limit */                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movl %k[c], 4(%[s])\n"              /* commit: s->capacity = c */         \
+  "5:\n\t"
+
+// The raw and the node-qualified instantiation of an operation: one
+// `asm volatile goto` each, with the same operands.
+#define CIDMALLOC_RSEQ_RAW_ASM(body) \
+  body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
+#define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
+  body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
+       CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
+
 namespace cidmalloc::rseq::cs {
 
 // Each function returns true on commit and false on failure (bad ID, absent
-// per-ID region, empty or full stack); an abort restarts it internally.
+// per-ID region, empty or full stack, and for the node-qualified pushes a
+// thread not on `node`); an abort restarts it internally.  K selects the
+// ID kind (kRaw or kNodeQualified); the caller knows which the process
+// uses.
 
 // counter(id) += delta, where counter(id) = base + (id << 6).
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
                                                       int64_t delta) {
   for (;;) {
     uint64_t id;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             "shlq $" CIDMALLOC_STR(CIDMALLOC_COUNTER_STRIDE_SHIFT)
-             ", %[id]\n\t"                          // id <<= 6
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             CIDMALLOC_RSEQ_INJECT_ASM(3)
-             "addq %[delta], (%[base], %[id])\n"    // commit: *(base + id) += delta
-             "5:\n\t"
-             : [id] "=&r"(id)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [base] "r"(base),
-               [delta] "r"(delta)
-             : "rax", "memory", "cc"
-             : abort, fail);
+#define CIDMALLOC_RSEQ_OPERANDS                                   \
+  : [id] "=&r"(id)                                                \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [base] "r"(base), [delta] "r"(delta) \
+  : "rax", "memory", "cc"                                         \
+  : abort, fail
+    if constexpr (K == IdKind::kRaw) {
+      asm volatile goto(CIDMALLOC_RSEQ_COUNTER_ADD_ASM(CIDMALLOC_RSEQ_CS_LOAD_ID)
+                        CIDMALLOC_RSEQ_OPERANDS);
+    } else {
+      asm volatile goto(CIDMALLOC_RSEQ_COUNTER_ADD_ASM(
+                            CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(""))
+                        CIDMALLOC_RSEQ_OPERANDS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
     return true;
   abort:
     continue;
@@ -137,7 +302,8 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
   }
 }
 
-// n = s->count; if (n == 0) fail; *item = s->slots[n-1]; s->count = n-1.
+// Pops the top of the stack into *item.
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline bool Pop(void* const* table,
                                                uintptr_t offset,
                                                void** item) {
@@ -145,27 +311,22 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
     uint64_t id, n;
     uintptr_t s;
     void* v;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             CIDMALLOC_RSEQ_CS_LOAD_STACK
-             "movl (%[s]), %k[n]\n\t"             // n = s->count
-             "subl $1, %k[n]\n\t"                 // n -= 1
-             "jb %l[fail]\n\t"                    // if (borrow: was empty) goto fail
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             CIDMALLOC_RSEQ_INJECT_ASM(2)
-             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
-             "movq 8(%[s], %q[n], 8), %[v]\n\t"   // v = s->slots[n]
-             "movl %k[n], (%[s])\n"               // commit: s->count = n
-             "5:\n\t"
-             // v is %rax, the scratch register that arms the descriptor
-             // (and runs the delay loops) before v is loaded: one register
-             // fewer for the caller to save.
-             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&a"(v)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
-               [offset] "r"(offset)
-             : "memory", "cc"
-             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+    // v is %rax, the scratch register that arms the descriptor (and loads
+    // the node, and runs the delay loops) before v is loaded: one register
+    // fewer for the caller to save.
+#define CIDMALLOC_RSEQ_OPERANDS                                            \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&a"(v)               \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset) \
+  : "memory", "cc"                                                         \
+  : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+    if constexpr (K == IdKind::kRaw) {
+      asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_POP_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS);
+    } else {
+      asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_POP_ASM, "")
+                        CIDMALLOC_RSEQ_OPERANDS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
     *item = v;
     return true;
   abort:
@@ -177,34 +338,33 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
   }
 }
 
-// n = s->count; if (n >= s->capacity) fail; s->slots[n] = item;
-// s->count = n+1.
+// Pushes item.  Node-qualified: only while the thread runs on `node`.
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline bool Push(void* const* table,
                                                 uintptr_t offset,
-                                                void* item) {
+                                                void* item,
+                                                int32_t node = 0) {
   for (;;) {
     uint64_t id, n;
     uintptr_t s;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             CIDMALLOC_RSEQ_CS_LOAD_STACK
-             "movl (%[s]), %k[n]\n\t"             // n = s->count
-             "cmpl 4(%[s]), %k[n]\n\t"            // if (n >= s->capacity)
-             "jae %l[fail]\n\t"                   //   goto fail
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             "movq %[item], 8(%[s], %q[n], 8)\n\t"  // s->slots[n] = item (beyond count: private)
-             "addl $1, %k[n]\n\t"                 // n += 1
-             CIDMALLOC_RSEQ_INJECT_ASM(2)
-             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
-             CIDMALLOC_RSEQ_INJECT_ASM(3)
-             "movl %k[n], (%[s])\n"               // commit: s->count = n
-             "5:\n\t"
-             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
-               [offset] "r"(offset), [item] "r"(item)
-             : "rax", "memory", "cc"
-             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+#define CIDMALLOC_RSEQ_OPERANDS                                               \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)                                \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
+    [item] "r"(item)
+#define CIDMALLOC_RSEQ_LABELS \
+  : "rax", "memory", "cc" : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+    if constexpr (K == IdKind::kRaw) {
+      (void)node;
+      asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS CIDMALLOC_RSEQ_LABELS);
+    } else {
+      asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_PUSH_ASM,
+                                                     CIDMALLOC_RSEQ_CS_CHECK_NODE)
+                        CIDMALLOC_RSEQ_OPERANDS, [node] "r"(node)
+                        CIDMALLOC_RSEQ_LABELS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
+#undef CIDMALLOC_RSEQ_LABELS
     return true;
   abort:
     continue;
@@ -217,6 +377,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
 
 // Pops min(want, count) items into out[0..k), top of the stack first, and
 // returns k (0 on failure).  Requires want > 0.
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
                                                         uintptr_t offset,
                                                         void** out,
@@ -225,37 +386,21 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
     uint64_t id, n, end;
     uintptr_t s;
     void** o = out;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             CIDMALLOC_RSEQ_CS_LOAD_STACK
-             "movl (%[s]), %k[n]\n\t"             // n = s->count
-             "testl %k[n], %k[n]\n\t"             // if (n == 0)
-             "jz %l[fail]\n\t"                    //   goto fail
-             "movl %k[n], %k[end]\n\t"            // end = n
-             "subl %[want], %k[end]\n\t"          // end -= want
-             "jae 8f\n\t"                         // if (borrow)
-             "xorl %k[end], %k[end]\n"            //   end = 0
-             "8:\n\t"
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             "9:\n\t"                             // do {
-             "subl $1, %k[n]\n\t"                 //   n -= 1
-             "movq 8(%[s], %q[n], 8), %%rax\n\t"  //   rax = s->slots[n]
-             "movq %%rax, (%[o])\n\t"             //   *o = rax (caller-private)
-             "addq $8, %[o]\n\t"                  //   o += 1
-             "cmpl %k[end], %k[n]\n\t"            // } while (n > end)
-             "ja 9b\n\t"
-             CIDMALLOC_RSEQ_INJECT_ASM(2)
-             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
-             CIDMALLOC_RSEQ_INJECT_ASM(3)
-             "movl %k[end], (%[s])\n"             // commit: s->count = end
-             "5:\n\t"
-             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
-               [end] "=&r"(end), [o] "+&r"(o)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
-               [offset] "r"(offset), [want] "r"(want)
-             : "rax", "memory", "cc"
-             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+#define CIDMALLOC_RSEQ_OPERANDS                                               \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [o] "+&r"(o) \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
+    [want] "r"(want)                                                          \
+  : "rax", "memory", "cc"                                                     \
+  : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+    if constexpr (K == IdKind::kRaw) {
+      asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_POP_BATCH_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS);
+    } else {
+      asm volatile goto(
+          CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_POP_BATCH_ASM, "")
+              CIDMALLOC_RSEQ_OPERANDS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<uint32_t>(o - out);
   abort:
     continue;
@@ -267,45 +412,36 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
 }
 
 // Pushes in[0..k), k = min(want, capacity - count), and returns k (0 on
-// failure).  Requires want > 0.
+// failure).  Requires want > 0.  Node-qualified: only while the thread runs
+// on `node`.
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
                                                          uintptr_t offset,
                                                          void* const* in,
-                                                         uint32_t want) {
+                                                         uint32_t want,
+                                                         int32_t node = 0) {
   for (;;) {
     uint64_t id, n, end;
     uintptr_t s;
     void* const* i = in;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             CIDMALLOC_RSEQ_CS_LOAD_STACK
-             "movl (%[s]), %k[n]\n\t"             // n = s->count
-             "movl 4(%[s]), %k[end]\n\t"          // end = s->capacity
-             "subl %k[n], %k[end]\n\t"            // end -= n (room)
-             "jbe %l[fail]\n\t"                   // if (room <= 0) goto fail
-             "cmpl %[want], %k[end]\n\t"          // if (end > want)
-             "cmoval %[want], %k[end]\n\t"        //   end = want
-             "addl %k[n], %k[end]\n\t"            // end += n (new count)
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             "9:\n\t"                             // do {
-             "movq (%[i]), %%rax\n\t"             //   rax = *i
-             "movq %%rax, 8(%[s], %q[n], 8)\n\t"  //   s->slots[n] = rax (beyond count: private)
-             "addq $8, %[i]\n\t"                  //   i += 1
-             "addl $1, %k[n]\n\t"                 //   n += 1
-             "cmpl %k[end], %k[n]\n\t"            // } while (n < end)
-             "jb 9b\n\t"
-             CIDMALLOC_RSEQ_INJECT_ASM(2)
-             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
-             CIDMALLOC_RSEQ_INJECT_ASM(3)
-             "movl %k[end], (%[s])\n"             // commit: s->count = end
-             "5:\n\t"
-             : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
-               [end] "=&r"(end), [i] "+&r"(i)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
-               [offset] "r"(offset), [want] "r"(want)
-             : "rax", "memory", "cc"
-             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+#define CIDMALLOC_RSEQ_OPERANDS                                               \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [i] "+&r"(i) \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
+    [want] "r"(want)
+#define CIDMALLOC_RSEQ_LABELS \
+  : "rax", "memory", "cc" : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+    if constexpr (K == IdKind::kRaw) {
+      (void)node;
+      asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_PUSH_BATCH_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS CIDMALLOC_RSEQ_LABELS);
+    } else {
+      asm volatile goto(
+          CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_PUSH_BATCH_ASM,
+                                       CIDMALLOC_RSEQ_CS_CHECK_NODE)
+              CIDMALLOC_RSEQ_OPERANDS, [node] "r"(node) CIDMALLOC_RSEQ_LABELS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
+#undef CIDMALLOC_RSEQ_LABELS
     return static_cast<uint32_t>(i - in);
   abort:
     continue;
@@ -318,32 +454,27 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
 
 // capacity = min(max(capacity + delta, 0), limit); returns the new
 // capacity, or -1 on failure (bad ID or absent region).
+template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline int64_t AdjustCapacity(
     void* const* table, uintptr_t offset, int32_t delta, uint32_t limit) {
   for (;;) {
     uint64_t id, c;
     uintptr_t s;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM
-             CIDMALLOC_RSEQ_CS_LOAD_ID
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             CIDMALLOC_RSEQ_CS_LOAD_STACK
-             "movl 4(%[s]), %k[c]\n\t"          // c = s->capacity
-             "addl %[delta], %k[c]\n\t"         // c += delta
-             "jns 8f\n\t"                       // if (c < 0)
-             "xorl %k[c], %k[c]\n"              //   c = 0
-             "8:\n\t"
-             "cmpl %[limit], %k[c]\n\t"         // if (c > limit)
-             "cmoval %[limit], %k[c]\n\t"       //   c = limit
-             CIDMALLOC_RSEQ_INJECT_ASM(1)
-             CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id")
-             CIDMALLOC_RSEQ_INJECT_ASM(3)
-             "movl %k[c], 4(%[s])\n"            // commit: s->capacity = c
-             "5:\n\t"
-             : [id] "=&r"(id), [s] "=&r"(s), [c] "=&r"(c)
-             : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table),
-               [offset] "r"(offset), [delta] "r"(delta), [limit] "r"(limit)
-             : "rax", "memory", "cc"
-             : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+#define CIDMALLOC_RSEQ_OPERANDS                                               \
+  : [id] "=&r"(id), [s] "=&r"(s), [c] "=&r"(c)                                \
+  : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
+    [delta] "r"(delta), [limit] "r"(limit)                                    \
+  : "rax", "memory", "cc"                                                     \
+  : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+    if constexpr (K == IdKind::kRaw) {
+      asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_ADJUST_CAPACITY_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS);
+    } else {
+      asm volatile goto(
+          CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_ADJUST_CAPACITY_ASM, "")
+              CIDMALLOC_RSEQ_OPERANDS);
+    }
+#undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<int64_t>(c);
   abort:
     continue;

@@ -58,6 +58,12 @@ int main() {
   }
   printf("mode: %s\n", ModeName(p.mode));
   printf("best_mode: %s\n", ModeName(p.best_mode));
+  printf("id_kind: %s\n", p.id_kind == cidmalloc::rseq::IdKind::kNodeQualified ? "node-qualified"
+                          : p.id_kind == cidmalloc::rseq::IdKind::kRaw        ? "raw"
+                                                             : "none");
+  if (p.id_kind == cidmalloc::rseq::IdKind::kNodeQualified) {
+    printf("id_nodes: %u\ncid_stride: %u\n", p.num_nodes, p.cid_stride);
+  }
   printf("node_source: %s\n", p.has_node_id ? "node_id" : "topology");
   printf("fence: %s\n", p.fence_available ? "membarrier-rseq" : "none");
   printf("cpu: %u\n", cpu);

@@ -60,12 +60,25 @@ extern volatile uint32_t
   "movq %[idoff], %%rax\n\t"                           \
   "cmpl %%fs:(%%rax), %k[" id_operand "]\n\t"          \
   "jne %l[mismatch]\n\t"
+// The same for node-qualified IDs (id = node_id * cid_stride + mm_cid),
+// after the section's last use of the id register, which it overwrites:
+//   rax = area; id -= area->mm_cid; eax = area->node_id * cid_stride;
+//   if (id != eax) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand)                \
+  "movq %[area], %%rax\n\t"                                                  \
+  "subl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID) "(%%rax), %k["        \
+  id_operand "]\n\t"                                                         \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID) "(%%rax), %%eax\n\t" \
+  "imull %[stride], %%eax\n\t"                                               \
+  "cmpl %%eax, %k[" id_operand "]\n\t"                                        \
+  "jne %l[mismatch]\n\t"
 #define CIDMALLOC_RSEQ_MISMATCH_LABELS , mismatch
 #define CIDMALLOC_RSEQ_MISMATCH_HANDLER \
   mismatch:                             \
   ::cidmalloc::rseq::IdChangedInCriticalSection();
 #else
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_MISMATCH_LABELS
 #define CIDMALLOC_RSEQ_MISMATCH_HANDLER
 #endif

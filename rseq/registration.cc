@@ -101,6 +101,47 @@ uint32_t ReadPossibleCpus() {
   return 4096;  // Linux's largest common NR_CPUS; only sizes tables.
 }
 
+// Number of possible node numbers: every node_id is below it.
+uint32_t ReadPossibleNodes() {
+  char buf[256];
+  uint32_t n = 0;
+  if (ReadSmallFile("/sys/devices/system/node/possible", buf, sizeof buf) > 0 &&
+      ForEachInCpuList(buf, CountCpu, &n) && n > 0) {
+    return n;
+  }
+  return 1;  // No NUMA support in the kernel.
+}
+
+// CIDMALLOC_RSEQ_NODE_IDS=auto|on|off: node-qualified IDs in cid mode.
+// auto (the default) uses them where the machine has several nodes; on
+// forces them even with one node (tests of the qualified sections).
+enum class NodeIds { kAuto, kOn, kOff };
+NodeIds NodeIdsKnob() {
+  const char* v = GetKnob("CIDMALLOC_RSEQ_NODE_IDS");
+  if (v == nullptr || *v == '\0' || strcmp(v, "auto") == 0) return NodeIds::kAuto;
+  if (strcmp(v, "on") == 0) return NodeIds::kOn;
+  if (strcmp(v, "off") == 0) return NodeIds::kOff;
+  Warn("CIDMALLOC_RSEQ_NODE_IDS=", v, " is not one of auto|on|off; using auto");
+  return NodeIds::kAuto;
+}
+
+// Sets the ID kind and range of a process in cid or cpu mode.
+void ChooseIds(ProcessState& p) {
+  const uint32_t cpus = p.possible_cpus < kMaxRseqIds ? p.possible_cpus
+                                                      : kMaxRseqIds;
+  p.id_kind = IdKind::kRaw;
+  p.num_rseq_ids = cpus;
+  if (p.mode != Mode::kCid || !p.has_node_id) return;
+  const NodeIds knob = NodeIdsKnob();
+  const uint32_t nodes = ReadPossibleNodes();
+  if (knob == NodeIds::kOff || (knob == NodeIds::kAuto && nodes < 2)) return;
+  if (uint64_t{nodes} * cpus > kMaxRseqIds) return;  // Table too small.
+  p.id_kind = IdKind::kNodeQualified;
+  p.cid_stride = cpus;
+  p.num_nodes = nodes;
+  p.num_rseq_ids = nodes * cpus;
+}
+
 bool RegisterMembarrier() {
   const int saved = errno;
   const long r =
@@ -127,6 +168,8 @@ void DoInit() {
   // A consistent none-mode state first, in case anything below re-enters.
   p.mode = p.best_mode = Mode::kNone;
   p.registration = Registration::kNone;
+  p.id_kind = IdKind::kNone;
+  p.cid_stride = p.num_nodes = 0;
   p.num_rseq_ids = 0;
   p.num_ids = kMaxSoftIds;
   p.possible_cpus = ReadPossibleCpus();
@@ -173,7 +216,7 @@ void DoInit() {
                                      : CIDMALLOC_RSEQ_OFF_CPU_ID);
   if (p.mode != Mode::kNone) {
     p.fence_available = RegisterMembarrier();
-    p.num_rseq_ids = p.possible_cpus;
+    ChooseIds(p);
     p.num_ids = p.num_rseq_ids + kMaxSoftIds;
   }
   InitSoftIds();

@@ -26,13 +26,33 @@ namespace cidmalloc::rseq {
 
 namespace {
 
-// True if the calling thread's rseq ID is in range, i.e. a failed critical
-// section failed on the data, not on the ID.
-bool RseqIdInRange() {
-  const uint32_t id =
-      static_cast<uint32_t>(LoadTp32OrNegative(g_process.id_offset));
-  return id < g_process.num_rseq_ids;
+// The calling thread's rseq ID, or ~0u if it has none in range.  Outside a
+// critical section only a hint: the thread may move right after.
+uint32_t LoadRseqId() {
+  const ProcessState& p = g_process;
+  if (p.id_kind == IdKind::kNodeQualified) {
+    const uint32_t node = static_cast<uint32_t>(
+        LoadTp32OrNegative(p.area_offset + CIDMALLOC_RSEQ_OFF_NODE_ID));
+    const uint32_t cid = static_cast<uint32_t>(
+        LoadTp32OrNegative(p.area_offset + CIDMALLOC_RSEQ_OFF_MM_CID));
+    if (node >= p.num_nodes || cid >= p.cid_stride) return ~0u;
+    return node * p.cid_stride + cid;
+  }
+  const uint32_t id = static_cast<uint32_t>(LoadTp32OrNegative(p.id_offset));
+  return id < p.num_rseq_ids ? id : ~0u;
 }
+
+// True if the calling thread's rseq ID is in range, i.e. a failed critical
+// section failed on the data (or, node-qualified, on the node), not on the
+// ID.
+bool RseqIdInRange() { return LoadRseqId() != ~0u; }
+
+#if CIDMALLOC_RSEQ_X86_64
+// The critical section of the process's ID kind (raw or node-qualified).
+bool IsQualified() { return g_process.id_kind == IdKind::kNodeQualified; }
+// The node a node-qualified push insists on.
+int32_t PushNode(int node) { return node >= 0 ? node : CurrentNode(); }
+#endif
 
 // The thread's path for a per-ID operation, demoting it to soft IDs if its
 // rseq ID is unusable (out of range: never seen, but never trusted).
@@ -60,10 +80,19 @@ Stack* SoftStack(void* const* table, uintptr_t offset, uint32_t index) {
 }  // namespace
 
 uint32_t CurrentId() {
-  if (OperationPath() == ThreadPath::kRseq) {
-    return static_cast<uint32_t>(LoadTp32OrNegative(g_process.id_offset));
-  }
+  if (OperationPath() == ThreadPath::kRseq) return LoadRseqId();
   return CurrentSoftId();
+}
+
+int NodeOfId(uint32_t id) {
+  EnsureInit();
+  const ProcessState& p = g_process;
+  if (id >= p.num_rseq_ids) return -1;
+  if (p.id_kind == IdKind::kNodeQualified) {
+    return static_cast<int>(id / p.cid_stride);
+  }
+  if (p.mode == Mode::kCpu) return NodeOfCpu(static_cast<int>(id));
+  return -1;
 }
 
 int CurrentCid() {
@@ -119,7 +148,10 @@ void CounterAddSlow(uintptr_t base, int64_t delta) {
   EnsureInit();
 #if CIDMALLOC_RSEQ_X86_64
   while (OperationPath() == ThreadPath::kRseq) {
-    if (cs::CounterAdd(base, delta)) return;
+    if (IsQualified() ? cs::CounterAdd<IdKind::kNodeQualified>(base, delta)
+                      : cs::CounterAdd(base, delta)) {
+      return;
+    }
   }
 #endif
   const uint32_t index = SoftLockAny();
@@ -136,7 +168,10 @@ void* PopSlow(void* const* table, uintptr_t offset) {
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
     void* item;
-    if (cs::Pop(table, offset, &item)) return item;
+    if (IsQualified() ? cs::Pop<IdKind::kNodeQualified>(table, offset, &item)
+                      : cs::Pop(table, offset, &item)) {
+      return item;
+    }
     if (RseqIdInRange()) return nullptr;
     t_path = ThreadPath::kSoft;
   }
@@ -155,11 +190,15 @@ void* PopSlow(void* const* table, uintptr_t offset) {
   return item;
 }
 
-bool PushSlow(void* const* table, uintptr_t offset, void* item) {
+bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
   EnsureInit();
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
-    if (cs::Push(table, offset, item)) return true;
+    if (IsQualified() ? cs::Push<IdKind::kNodeQualified>(table, offset, item,
+                                                         PushNode(node))
+                      : cs::Push(table, offset, item)) {
+      return true;
+    }
     if (RseqIdInRange()) return false;
     t_path = ThreadPath::kSoft;
   }
@@ -184,7 +223,10 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
   EnsureInit();
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
-    const uint32_t n = cs::PopBatch(table, offset, out, want);
+    const uint32_t n =
+        IsQualified()
+            ? cs::PopBatch<IdKind::kNodeQualified>(table, offset, out, want)
+            : cs::PopBatch(table, offset, out, want);
     if (n != 0 || RseqIdInRange()) return n;
     t_path = ThreadPath::kSoft;
   }
@@ -201,11 +243,14 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
 }
 
 uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
-                       uint32_t want) {
+                       uint32_t want, int node) {
   EnsureInit();
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
-    const uint32_t n = cs::PushBatch(table, offset, in, want);
+    const uint32_t n =
+        IsQualified() ? cs::PushBatch<IdKind::kNodeQualified>(
+                            table, offset, in, want, PushNode(node))
+                      : cs::PushBatch(table, offset, in, want);
     if (n != 0 || RseqIdInRange()) return n;
     t_path = ThreadPath::kSoft;
   }
@@ -226,7 +271,10 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
   EnsureInit();
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
-    const int64_t c = cs::AdjustCapacity(table, offset, delta, limit);
+    const int64_t c =
+        IsQualified() ? cs::AdjustCapacity<IdKind::kNodeQualified>(
+                            table, offset, delta, limit)
+                      : cs::AdjustCapacity(table, offset, delta, limit);
     if (c >= 0 || RseqIdInRange()) return c;
     t_path = ThreadPath::kSoft;
   }

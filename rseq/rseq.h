@@ -9,8 +9,16 @@
 //     QuiesceId() for touching another ID's data.
 //
 // IDs.  Per-ID tables are indexed by an ID below NumIds():
-//   [0, NumRseqIds())          the mm_cid (cid mode) or cpu (cpu mode);
+//   [0, NumRseqIds())          the mm_cid (cid mode) or cpu (cpu mode); in
+//                              cid mode on a multi-node machine the
+//                              node-qualified node_id * stride + mm_cid
+//                              (IdKind in state.h);
 //   [NumRseqIds(), NumIds())   soft IDs: threads without usable rseq.
+//
+// Nodes.  Push and PushBatch take the node the items belong to.  With
+// node-qualified IDs the section fails unless the thread runs on that node
+// (kAnyNode: the node it ran on just before), so an ID's stacks only ever
+// hold items of the ID's node.  With raw IDs the node is not checked.
 //
 // Per-ID stacks.  `table` has NumIds() pointers to per-ID regions, nullptr
 // for an ID whose region does not exist yet; the stack of an ID lives at
@@ -94,6 +102,18 @@ inline int CurrentNode() {
 // mm_cid of the calling thread, or -1 where the kernel does not provide it.
 int CurrentCid();
 
+inline IdKind CurrentIdKind() {
+  EnsureInit();
+  return g_process.id_kind;
+}
+
+// The node whose threads use rseq ID `id`: fixed for a cpu and for a
+// node-qualified ID; -1 for a raw cid (any node) and for soft IDs.
+int NodeOfId(uint32_t id);
+
+// For Push and PushBatch: items of no particular node.
+inline constexpr int kAnyNode = -1;
+
 // getcpu(2) in user space: a consistent (cpu, node) pair.  Returns 0, or -1
 // with errno set if even the system call fails.
 int GetCpuSlow(unsigned* cpu, unsigned* node);
@@ -113,24 +133,26 @@ inline int GetCpu(unsigned* cpu, unsigned* node) {
 }
 
 // ---- Restartable per-ID operations -----------------------------------------
-// Fast path budget (x86-64, GCC 12 -O2): from function entry (the mode
+// Fast path budget (x86-64, GCC 12 -O2): from function entry (the ID-kind
 // check) through the commit, Pop is 19 instructions, Push 20, CounterAdd 12,
 // with no lock, xchg or system call; tests/rseq_cs/fast_path_budget_test.sh
-// checks it.  The slow paths are out of line and reached by a tail call.
+// checks it.  The inline path is the raw-ID section; node-qualified IDs,
+// soft IDs and failures go to the slow paths, out of line and reached by a
+// tail call.
 void CounterAddSlow(uintptr_t base, int64_t delta);
 void* PopSlow(void* const* table, uintptr_t offset);
-bool PushSlow(void* const* table, uintptr_t offset, void* item);
+bool PushSlow(void* const* table, uintptr_t offset, void* item, int node);
 uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
                       uint32_t want);
 uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
-                       uint32_t want);
+                       uint32_t want, int node);
 
 // counter(id) += delta for the current ID, where counter(id) is the int64 at
 // base + (id << CIDMALLOC_COUNTER_STRIDE_SHIFT); the counter array must
 // cover NumIds() IDs.  Always succeeds.
 inline void CounterAdd(uintptr_t base, int64_t delta) {
 #if CIDMALLOC_RSEQ_X86_64
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::CounterAdd(base, delta))) {
     return;
   }
@@ -141,7 +163,7 @@ inline void CounterAdd(uintptr_t base, int64_t delta) {
 inline void* Pop(void* const* table, uintptr_t offset) {
 #if CIDMALLOC_RSEQ_X86_64
   void* item;
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
     return item;
   }
@@ -149,22 +171,26 @@ inline void* Pop(void* const* table, uintptr_t offset) {
   return PopSlow(table, offset);
 }
 
-inline bool Push(void* const* table, uintptr_t offset, void* item) {
+inline bool Push(void* const* table, uintptr_t offset, void* item,
+                 int node = kAnyNode) {
 #if CIDMALLOC_RSEQ_X86_64
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::Push(table, offset, item))) {
     return true;
   }
 #endif
-  return PushSlow(table, offset, item);
+  return PushSlow(table, offset, item, node);
 }
 
-// The critical sections alone, without even the mode check: only for a
-// caller that knows the mode is not none (the allocator keeps that in one
+// The raw-ID critical sections alone, without even the ID-kind check: only
+// for a caller that knows the kind is kRaw (the allocator keeps that in one
 // flag with its other fast-path conditions).  False on any failure.
+// PopUnchecked<IdKind::kNodeQualified> and PushUnchecked<...> are the
+// node-qualified sections, for a caller that knows the kind is that.
+template <IdKind K = IdKind::kRaw>
 inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Pop(table, offset, item);
+  return cs::Pop<K>(table, offset, item);
 #else
   (void)table;
   (void)offset;
@@ -173,24 +199,27 @@ inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #endif
 }
 
-inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item) {
+template <IdKind K = IdKind::kRaw>
+inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
+                          int node = 0) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Push(table, offset, item);
+  return cs::Push<K>(table, offset, item, node);
 #else
   (void)table;
   (void)offset;
   (void)item;
+  (void)node;
   return false;
 #endif
 }
 
-// The critical sections alone, with the mode check, for callers with a slow
-// path of their own: they also fail in none mode and on a thread whose own
-// area is not registered yet, and the caller's slow path then uses Pop /
-// Push above, which handle both.
+// The raw-ID critical sections alone, with the ID-kind check, for callers
+// with a slow path of their own: they also fail unless the kind is kRaw and
+// on a thread whose own area is not registered yet, and the caller's slow
+// path then uses Pop / Push above, which handle every case.
 inline void* TryPop(void* const* table, uintptr_t offset) {
   void* item;
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(PopUnchecked(table, offset, &item))) {
     return item;
   }
@@ -198,7 +227,7 @@ inline void* TryPop(void* const* table, uintptr_t offset) {
 }
 
 inline bool TryPush(void* const* table, uintptr_t offset, void* item) {
-  return CIDMALLOC_LIKELY(g_process.mode != Mode::kNone) &&
+  return CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
          PushUnchecked(table, offset, item);
 }
 
@@ -207,7 +236,7 @@ inline uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
                          uint32_t want) {
   if (want == 0) return 0;
 #if CIDMALLOC_RSEQ_X86_64
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone)) {
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw)) {
     const uint32_t n = cs::PopBatch(table, offset, out, want);
     if (CIDMALLOC_LIKELY(n != 0)) return n;
   }
@@ -215,17 +244,19 @@ inline uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
   return PopBatchSlow(table, offset, out, want);
 }
 
-// Pushes up to `want` items from in[] (as many as fit); returns how many.
+// Pushes up to `want` items from in[] (as many as fit); returns how many
+// (0 also when node-qualified and not on `node`).
 inline uint32_t PushBatch(void* const* table, uintptr_t offset,
-                          void* const* in, uint32_t want) {
+                          void* const* in, uint32_t want,
+                          int node = kAnyNode) {
   if (want == 0) return 0;
 #if CIDMALLOC_RSEQ_X86_64
-  if (CIDMALLOC_LIKELY(g_process.mode != Mode::kNone)) {
+  if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw)) {
     const uint32_t n = cs::PushBatch(table, offset, in, want);
     if (CIDMALLOC_LIKELY(n != 0)) return n;
   }
 #endif
-  return PushBatchSlow(table, offset, in, want);
+  return PushBatchSlow(table, offset, in, want, node);
 }
 
 // Grows (delta > 0) or shrinks (delta < 0) the current ID's stack capacity,

@@ -32,6 +32,18 @@ namespace cidmalloc::rseq {
 // Which ID indexes per-ID data.  Ordered: a higher value is a better mode.
 enum class Mode : uint8_t { kNone = 0, kCpu = 1, kCid = 2 };
 
+// How the rseq IDs are formed (cid and cpu modes):
+//   kRaw            the ID is the kernel's field (mm_cid or cpu_id).
+//   kNodeQualified  node_id * cid_stride + mm_cid: cid mode on a multi-node
+//                   machine.  A cid says nothing about the node, so per-ID
+//                   data indexed by the raw cid would be shared by threads of
+//                   different nodes over time; qualified IDs give each (node,
+//                   cid) pair its own, and operations can insist on a node.
+//                   Each (node, cid) ID is still held by one thread at a
+//                   time, because the cid alone is.
+// kNone in none mode (soft IDs only).
+enum class IdKind : uint8_t { kNone = 0, kRaw = 1, kNodeQualified = 2 };
+
 // Who registered the calling threads' rseq areas.
 enum class Registration : uint8_t { kNone = 0, kGlibc = 1, kOwn = 2 };
 
@@ -45,6 +57,9 @@ enum class ThreadPath : uint8_t {
 // Soft IDs follow the rseq IDs: [soft_base, soft_base + kMaxSoftIds).
 // Threads beyond this many share soft IDs, which their locks make safe.
 inline constexpr uint32_t kMaxSoftIds = 1024;
+// The most rseq IDs a process has (node-qualified IDs are turned off where
+// nodes * possible cpus would exceed it; larger cpu counts are clamped).
+inline constexpr uint32_t kMaxRseqIds = 8192;
 
 struct alignas(64) ProcessState {
   // --- Written by Init() before init_state is released; then read-only. ---
@@ -59,6 +74,13 @@ struct alignas(64) ProcessState {
   // Per-ID tables must hold this many entries.
   uint32_t num_ids = 0;
   Mode mode = Mode::kNone;
+  // The fast paths' one-byte test: kRaw runs the inline raw-ID sections;
+  // anything else takes the out-of-line path, which knows all three.
+  IdKind id_kind = IdKind::kNone;
+  // kNodeQualified: mm_cid < cid_stride and node_id < num_nodes, and
+  // num_rseq_ids = num_nodes * cid_stride.  Both 0 otherwise.
+  uint32_t cid_stride = 0;
+  uint32_t num_nodes = 0;
   Mode best_mode = Mode::kNone;  // Before CIDMALLOC_RSEQ_MODE lowered it.
   Registration registration = Registration::kNone;
   bool has_node_id = false;  // The kernel fills node_id.

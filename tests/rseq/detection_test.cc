@@ -175,8 +175,26 @@ TEST(Detection, IdSpaceMatchesMode) {
   const uint32_t possible = PossibleCpuCount();
   ASSERT_GT(possible, 0u) << "cannot parse /sys/devices/system/cpu/possible";
   EXPECT_EQ(p.possible_cpus, possible);
-  const uint32_t rseq_ids = p.mode == rs::Mode::kNone ? 0 : possible;
+  const Expectation& e = Expected();
+  const uint32_t rseq_ids =
+      p.mode == rs::Mode::kNone ? 0 : possible * (e.node_qualified ? e.nodes : 1);
   EXPECT_EQ(p.num_rseq_ids, rseq_ids);
+  const rs::IdKind kind = p.mode == rs::Mode::kNone ? rs::IdKind::kNone
+                          : e.node_qualified       ? rs::IdKind::kNodeQualified
+                                                   : rs::IdKind::kRaw;
+  EXPECT_EQ(p.id_kind, kind);
+  EXPECT_EQ(rs::CurrentIdKind(), kind);
+  if (kind == rs::IdKind::kNodeQualified) {
+    EXPECT_EQ(p.cid_stride, possible);
+    EXPECT_EQ(p.num_nodes, e.nodes);
+    // Each ID belongs to one node.
+    for (uint32_t id = 0; id < rseq_ids; id += possible) {
+      EXPECT_EQ(rs::NodeOfId(id), static_cast<int>(id / possible));
+    }
+  } else if (p.mode == rs::Mode::kCid) {
+    EXPECT_EQ(rs::NodeOfId(0), -1) << "a raw cid runs on any node";
+  }
+  EXPECT_EQ(rs::NodeOfId(p.num_rseq_ids), -1) << "soft IDs have no node";
   EXPECT_EQ(rs::NumRseqIds(), rseq_ids);
   EXPECT_EQ(p.num_ids, rseq_ids + kSoftIds);
   EXPECT_EQ(rs::NumIds(), rseq_ids + kSoftIds);
@@ -551,10 +569,15 @@ TEST(Ids, CurrentIdIsInRangeAndFollowsMode) {
       for (int i = 0; i < 2000 && checked < 500; ++i) {
         const long sw0 = ThreadSwitches();
         const int c1 = rs::CurrentCid();
+        const int node = rs::CurrentNode();
         const uint32_t id = rs::CurrentId();
         const int c2 = rs::CurrentCid();
         if (ThreadSwitches() != sw0 || c1 != c2) continue;
-        ASSERT_EQ(id, static_cast<uint32_t>(c1));
+        // Node-qualified: node_id * stride + mm_cid.
+        const uint32_t base = p.id_kind == rs::IdKind::kNodeQualified
+                                  ? static_cast<uint32_t>(node) * p.cid_stride
+                                  : 0;
+        ASSERT_EQ(id, base + static_cast<uint32_t>(c1));
         ++checked;
       }
       ASSERT_GT(checked, 0) << "never a stable cid";
@@ -781,8 +804,9 @@ TEST(Ops, TryPopTryPushAreTheCriticalSectionsAlone) {
   StackTable stacks(8);
   void* const* table = stacks.table();
   const uintptr_t off = stacks.offset();
-  if (rs::CurrentMode() == rs::Mode::kNone) {
-    // No critical sections in none mode: they always fail, touching nothing.
+  if (rs::CurrentIdKind() != rs::IdKind::kRaw) {
+    // They are the raw-ID sections: in none mode and with node-qualified
+    // IDs they always fail, touching nothing.
     for (int i = 0; i < 10; ++i) {
       EXPECT_FALSE(rs::TryPush(table, off, ItemFor(1)));
     }
@@ -831,8 +855,8 @@ TEST(Ops, TryPushOnAFreshThreadNeedsARegisteredArea) {
     back = rs::Pop(stacks.table(), stacks.offset());
   });
   t.join();
-  if (e.mode == kModeNone) {
-    EXPECT_FALSE(first_try);
+  if (e.mode == kModeNone || e.node_qualified) {
+    EXPECT_FALSE(first_try) << "TryPush is the raw-ID section";
   } else if (e.registration == kRegGlibc) {
     EXPECT_TRUE(first_try) << "glibc registered the thread at creation";
   } else if (e.registration == kRegOwn) {
@@ -841,6 +865,37 @@ TEST(Ops, TryPushOnAFreshThreadNeedsARegisteredArea) {
   }
   EXPECT_TRUE(first_try || slow) << "Push must succeed where TryPush did not";
   EXPECT_EQ(back, ItemFor(1));
+}
+
+TEST(Ops, NodeQualifiedPushesInsistOnTheNode) {
+  if (rs::CurrentIdKind() != rs::IdKind::kNodeQualified) {
+    GTEST_SKIP() << "IDs are not node-qualified in this variant";
+  }
+  StackTable stacks(8);
+  void* const* table = stacks.table();
+  const uintptr_t off = stacks.offset();
+  ASSERT_TRUE(rs::Push(table, off, ItemFor(50)));  // Settles the thread.
+  const std::string verdict = OnStableId(
+      [&] { stacks.Clear(); },
+      [&](uint32_t id) -> std::string {
+        const int node = rs::NodeOfId(id);
+        if (node != rs::CurrentNode()) return "NodeOfId is not the thread's node";
+        if (rs::Push(table, off, ItemFor(1), node + 1)) {
+          return "pushed while not on the requested node";
+        }
+        if (rs::PushBatch(table, off, std::vector<void*>{ItemFor(2)}.data(), 1,
+                          node + 1) != 0) {
+          return "batch-pushed while not on the requested node";
+        }
+        if (!stacks.Items(id).empty()) return "a refused push stored an item";
+        if (!rs::Push(table, off, ItemFor(3), node)) return "Push on the node";
+        if (!rs::Push(table, off, ItemFor(4))) return "Push with kAnyNode";
+        if (stacks.Items(id).size() != 2) return "items not on CurrentId()";
+        if (rs::Pop(table, off) != ItemFor(4)) return "Pop order";
+        return "";
+      });
+  if (verdict == "SKIP") GTEST_SKIP() << "never ran without a context switch";
+  EXPECT_EQ(verdict, "");
 }
 
 TEST(Ops, AdjustCapacityClampsAndBoundsPushes) {

@@ -111,8 +111,21 @@ inline bool SyscallGetcpu(unsigned* cpu, unsigned* node) {
 
 // Number of possible CPU numbers (highest possible cpu + 1), parsed here
 // independently of the library.  0 if unknown.
+// One more than the highest number in a sysfs cpu/node list file, or 0.
+inline uint32_t SysfsListCount(const char* path);
+
 inline uint32_t PossibleCpuCount() {
-  FILE* f = fopen("/sys/devices/system/cpu/possible", "r");
+  return SysfsListCount("/sys/devices/system/cpu/possible");
+}
+
+// Possible NUMA nodes (1 where the kernel has no NUMA support).
+inline uint32_t PossibleNodeCount() {
+  const uint32_t n = SysfsListCount("/sys/devices/system/node/possible");
+  return n > 0 ? n : 1;
+}
+
+inline uint32_t SysfsListCount(const char* path) {
+  FILE* f = fopen(path, "r");
   if (f == nullptr) return 0;
   char buf[256] = {0};
   const bool got = fgets(buf, sizeof buf, f) != nullptr;
@@ -259,6 +272,10 @@ struct Expectation {
   uint32_t num_rseq_ids = 0;
   uint32_t num_ids = 0;
   bool kernel_rseq = false;  // rseq(2) works for some registrant.
+  // cid mode with node_id, and several nodes or CIDMALLOC_RSEQ_NODE_IDS=on
+  // (and not =off): IDs are node_id * possible_cpus + mm_cid.
+  bool node_qualified = false;
+  uint32_t nodes = 1;  // Possible nodes.
 };
 
 // The state the library must report, for mode cap `cap`, computed from
@@ -290,7 +307,15 @@ inline Expectation ComputeExpectation(int cap, int* own_probe = nullptr) {
   }
   e.mode = cap < e.best_mode ? cap : e.best_mode;
   e.fence = e.mode != kModeNone && MembarrierRseqSupported();
+  e.nodes = PossibleNodeCount();
+  const char* knob = getenv("CIDMALLOC_RSEQ_NODE_IDS");
+  const std::string node_ids = knob != nullptr ? knob : "";
+  e.node_qualified = e.mode == kModeCid && e.has_node_id &&
+                     node_ids != "off" &&
+                     (node_ids == "on" || e.nodes >= 2) &&
+                     e.nodes * e.possible_cpus <= 8192;
   e.num_rseq_ids = e.mode != kModeNone ? e.possible_cpus : 0;
+  if (e.node_qualified) e.num_rseq_ids *= e.nodes;
   e.num_ids = e.num_rseq_ids + kSoftIds;
   return e;
 }

@@ -5,5 +5,7 @@
 InlineOps InlineOpsB() {
   namespace r = ::cidmalloc::rseq;
   return {&r::CounterAdd, &r::Pop,       &r::Push,
-          &r::PopBatch,   &r::PushBatch, &r::GetCpu};
+          &r::PopBatch,   &r::PushBatch, &r::GetCpu,
+          &r::PopUnchecked<r::IdKind::kNodeQualified>,
+          &r::PushUnchecked<r::IdKind::kNodeQualified>};
 }

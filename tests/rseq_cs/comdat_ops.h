@@ -14,10 +14,14 @@
 struct InlineOps {
   void (*counter_add)(uintptr_t, int64_t);
   void* (*pop)(void* const*, uintptr_t);
-  bool (*push)(void* const*, uintptr_t, void*);
+  bool (*push)(void* const*, uintptr_t, void*, int);
   uint32_t (*pop_batch)(void* const*, uintptr_t, void**, uint32_t);
-  uint32_t (*push_batch)(void* const*, uintptr_t, void* const*, uint32_t);
+  uint32_t (*push_batch)(void* const*, uintptr_t, void* const*, uint32_t,
+                         int);
   int (*get_cpu)(unsigned*, unsigned*);
+  // The node-qualified sections (templates: COMDAT like the others).
+  bool (*pop_qualified)(void* const*, uintptr_t, void**);
+  bool (*push_qualified)(void* const*, uintptr_t, void*, int);
 };
 
 InlineOps InlineOpsA();
