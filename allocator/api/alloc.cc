@@ -68,9 +68,12 @@ void DoInit() {
   g_counting = g_config.stats;
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
   uint8_t fast = 0;
-  if (rseq::CurrentMode() != rseq::Mode::kNone && !g_counting) {
+  if (rseq::CurrentIdKind() == rseq::IdKind::kRaw && !g_counting) {
     fast = kFastAlloc;
     if (os::NumNodes() == 1 && !os::g_topology.injected) fast |= kFastFree;
+  }
+  if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified && !g_counting) {
+    fast = kFastQualified;
   }
   g_fast = fast;  // Published by the release store of g_init_state.
   errno = saved;
@@ -116,10 +119,17 @@ const os::Config& Config() {
 }
 
 void* AllocSmallSlow(int cls) {
+  void* p;
+  if (CIDMALLOC_LIKELY(g_fast & kFastQualified) &&
+      CIDMALLOC_LIKELY(
+          front_end::TryAlloc<rseq::IdKind::kNodeQualified>(cls, &p))) {
+    static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
+    return p;
+  }
   EnsureInit();
   // The full path: registers the thread's own rseq area if needed, or uses
   // its soft ID.
-  void* p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
+  p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
   const bool hit = p != nullptr;
   if (!hit) {
     p = front_end::AllocSlow(cls);
@@ -164,11 +174,16 @@ void FreeSmallSlow(int cls, void* p) {
   EnsureInit();
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(addr);
-  const bool remote =
-      os::NumNodes() > 1 && chunk->node != os::CurrentNode();
+  const int node = chunk->node;
+  const bool remote = os::NumNodes() > 1 && node != os::CurrentNode();
+  if (!remote && CIDMALLOC_LIKELY(g_fast & kFastQualified) &&
+      CIDMALLOC_LIKELY(
+          front_end::TryFree<rseq::IdKind::kNodeQualified>(cls, p, node))) {
+    return;
+  }
   if (g_counting) CountFree(p, remote);
   if (remote) return front_end::FreeRemote(p);
-  front_end::FreeSlow(cls, p);
+  front_end::FreeSlow(cls, p, node);
 }
 
 void DoubleFree(const char* who, void* p) {

@@ -31,10 +31,13 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 
 // Which fast paths may run, set once at the end of initialisation (0
 // before it, so the first call of each kind initialises):
-//   kFastAlloc  rseq mode is cid or cpu, and not counting;
-//   kFastFree   kFastAlloc, and one NUMA node (with several, free must
-//               check the object's node, which the slow path does).
-enum FastPath : uint8_t { kFastAlloc = 1, kFastFree = 2 };
+//   kFastAlloc      raw rseq IDs (cid or cpu mode), and not counting;
+//   kFastFree       kFastAlloc, and one NUMA node (with several, free must
+//                   check the object's node, which the slow path does);
+//   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
+//                   counting: the slow paths start with the node-qualified
+//                   sections, one call away from the inline fast path.
+enum FastPath : uint8_t { kFastAlloc = 1, kFastFree = 2, kFastQualified = 4 };
 extern uint8_t g_fast CIDMALLOC_HIDDEN;
 
 // Slow paths.

@@ -36,6 +36,13 @@ void* Published(uint32_t id) {
   return __atomic_load_n(&g_slabs[id], __ATOMIC_ACQUIRE);
 }
 
+// The node of every object in the slab of `id`, or -1 where it follows
+// the threads (raw cids, soft IDs).
+int FixedNode(uint32_t id) {
+  const int node = rseq::NodeOfId(id);
+  return node < os::NumNodes() ? node : 0;
+}
+
 // The slab of `id`, creating it if the ID never had one.  nullptr if it is
 // being drained (the caller goes straight to the central lists) or memory
 // ran out.
@@ -47,7 +54,8 @@ void* EnsureSlab(uint32_t id) {
   if (slab == nullptr) return nullptr;
   SlabHeader* hdr = HeaderOf(slab);
   hdr->id = id;
-  hdr->node.store(os::CurrentNode(), std::memory_order_relaxed);
+  hdr->node.store(FixedNode(id) >= 0 ? FixedNode(id) : os::CurrentNode(),
+                  std::memory_order_relaxed);
   for (int c = 1; c < kNumClasses; ++c) {
     StackOf(slab, kLayout.offset[c])->capacity = Class(c).batch;
   }
@@ -61,12 +69,14 @@ void* EnsureSlab(uint32_t id) {
   return slab;
 }
 
-// The calling thread's slab, or nullptr (see EnsureSlab).
-void* CurrentSlab() {
-  const uint32_t id = rseq::CurrentId();
+// The slab of `id`, or nullptr (see EnsureSlab).
+void* SlabOf(uint32_t id) {
   void* slab = Published(id);
   return slab != nullptr ? slab : EnsureSlab(id);
 }
+
+// The calling thread's slab, or nullptr (see EnsureSlab).
+void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
 
 // Grows the current ID's capacity for `cls` by a batch if the budget
 // allows.  Returns true if it grew.
@@ -177,34 +187,43 @@ void Init(const os::Config* config) { g_config = config; }
 
 void* AllocSlow(int cls) {
   const uint32_t off = kLayout.offset[cls];
-  const int node = os::CurrentNode();
   const central::SizeClassInfo& c = Class(cls);
-  void* slab = CurrentSlab();
+  const uint32_t id = rseq::CurrentId();
+  void* slab = SlabOf(id);
   if (slab == nullptr) {  // Being drained, or no memory for a slab.
     void* obj;
-    return central::RemoveBatch(node, cls, &obj, 1) == 1 ? obj : nullptr;
+    return central::RemoveBatch(os::CurrentNode(), cls, &obj, 1) == 1
+               ? obj
+               : nullptr;
   }
   SlabHeader* hdr = HeaderOf(slab);
-  if (hdr->node.load(std::memory_order_relaxed) != node) {
-    FlushCurrent();  // Cached objects belong to the node we left.
-    hdr->node.store(node, std::memory_order_relaxed);
+  // Refill from the slab's node.  Where that is fixed and the thread moved
+  // since reading its ID, the batch push below fails (node-qualified) or
+  // the objects are one refill's worth on the neighbouring node (cpu).
+  int node = FixedNode(id);
+  if (node < 0) {
+    node = os::CurrentNode();
+    if (hdr->node.load(std::memory_order_relaxed) != node) {
+      FlushCurrent();  // Cached objects belong to the node we left.
+      hdr->node.store(node, std::memory_order_relaxed);
+    }
   }
   hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
   TryGrow(slab, cls);
   void* buf[32];
   const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
   if (n == 0) return nullptr;  // errno is ENOMEM.
-  const uint32_t pushed = rseq::PushBatch(g_slabs, off, buf + 1, n - 1);
+  const uint32_t pushed = rseq::PushBatch(g_slabs, off, buf + 1, n - 1, node);
   if (pushed < n - 1) central::InsertBatch(cls, buf + 1 + pushed, n - 1 - pushed);
   MaybeSweep(slab);
   return buf[0];
 }
 
-void FreeSlow(int cls, void* p) {
+void FreeSlow(int cls, void* p, int node) {
   const uint32_t off = kLayout.offset[cls];
   for (int attempt = 0; attempt < 3; ++attempt) {
     // The full path: registers the thread's own area, or uses its soft ID.
-    if (rseq::Push(g_slabs, off, p)) return;
+    if (rseq::Push(g_slabs, off, p, node)) return;
     void* slab = CurrentSlab();
     if (slab == nullptr) break;
     SlabHeader* hdr = HeaderOf(slab);

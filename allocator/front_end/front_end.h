@@ -3,7 +3,10 @@
 // One slab per ID (mm_cid in cid mode, cpu in cpu mode, soft ID without
 // rseq), allocated the first time a thread on that ID misses: a process
 // whose 4 threads get cids 0..3 touches 4 slabs however many cpus the
-// machine has.  A slab holds a bounded stack per size class and one stack
+// machine has.  On a multi-node machine the cid mode's IDs are
+// node-qualified (rseq/state.h): one slab per (node, cid) pair in use, so
+// a slab only ever holds objects of its node, and a cid that moves to
+// another node finds that node's slab instead of the old node's objects.  A slab holds a bounded stack per size class and one stack
 // of remote objects (freed on a node other than their own).  Pop and push
 // are the rseq/ critical sections: no lock, no atomic RMW, no system call,
 // and the commit is one store.
@@ -36,8 +39,7 @@
 
 namespace cidmalloc::front_end {
 
-inline constexpr uint32_t kMaxRseqIds = 8192;
-inline constexpr uint32_t kMaxIds = kMaxRseqIds + rseq::kMaxSoftIds;
+inline constexpr uint32_t kMaxIds = rseq::kMaxRseqIds + rseq::kMaxSoftIds;
 inline constexpr uint32_t kRemoteCapacity = 64;
 inline constexpr uint32_t kHeaderBytes = 512;
 inline constexpr uint32_t kSweepEvents = 1024;
@@ -67,7 +69,10 @@ inline constexpr SlabLayout kLayout = MakeLayout();
 // relaxed atomics by whichever thread runs a slow path on the slab's ID;
 // nothing's correctness depends on them.
 struct SlabHeader {
-  std::atomic<int32_t> node;    // Node whose objects the slab caches.
+  // Node whose objects the slab caches: fixed for a cpu or a node-qualified
+  // ID (rseq::NodeOfId); for a raw cid or a soft ID the node of the last
+  // refill, and the slab is flushed when it changes.
+  std::atomic<int32_t> node;
   uint32_t id;
   // Capacity granted beyond each class's initial batch, in bytes of objects;
   // bounded by CIDMALLOC_CACHE_BYTES.
@@ -84,20 +89,25 @@ extern void* g_slabs[kMaxIds] CIDMALLOC_HIDDEN;
 
 // Fast paths: one critical section each.  Only while the rseq mode is not
 // none, which the API layer's fast-path flag guarantees.
+// K is the process's rseq::IdKind (kRaw or kNodeQualified); a node-qualified
+// free pushes only while the thread runs on `node`, the object's node.
+template <rseq::IdKind K = rseq::IdKind::kRaw>
 inline bool TryAlloc(int cls, void** p) {
-  return rseq::PopUnchecked(g_slabs, kLayout.offset[cls], p);
+  return rseq::PopUnchecked<K>(g_slabs, kLayout.offset[cls], p);
 }
-inline bool TryFree(int cls, void* p) {
-  return rseq::PushUnchecked(g_slabs, kLayout.offset[cls], p);
+template <rseq::IdKind K = rseq::IdKind::kRaw>
+inline bool TryFree(int cls, void* p, int node = 0) {
+  return rseq::PushUnchecked<K>(g_slabs, kLayout.offset[cls], p, node);
 }
 
 void Init(const os::Config* config);
 
 // Slow paths.  AllocSlow refills the current ID's cache from the central
 // list (the caller already tried the cache); it returns nullptr with errno
-// ENOMEM when the heap cannot grow.  FreeSlow handles a full cache.
+// ENOMEM when the heap cannot grow.  FreeSlow handles a full cache; `node`
+// is the object's node, which the caller found to be the current one.
 void* AllocSlow(int cls);
-void FreeSlow(int cls, void* p);
+void FreeSlow(int cls, void* p, int node);
 // An object of another node: queued in the slab's remote stack, sent home
 // in batches.
 void FreeRemote(void* p);

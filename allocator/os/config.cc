@@ -9,12 +9,15 @@ namespace cidmalloc::os {
 
 namespace {
 
-// The knob table.  CIDMALLOC_RSEQ_MODE is parsed by the rseq layer (it must
-// be known before any allocation); it is listed here so the table is
-// complete.
+// The knob table.  CIDMALLOC_RSEQ_MODE and CIDMALLOC_RSEQ_NODE_IDS are
+// parsed by the rseq layer (they must be known before any allocation); they
+// are listed here so that the table is complete.
 constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_RSEQ_MODE", "cid|cpu|none", "best available",
      "caps the front end's ID mode (tests, benchmarks)"},
+    {"CIDMALLOC_RSEQ_NODE_IDS", "auto|on|off", "auto",
+     "node-qualified cid IDs (one slab per node and cid); auto: on with "
+     "several nodes"},
     {"CIDMALLOC_NUMA_POLICY", "bind|preferred|off", "bind",
      "how each node's memory is bound to the node (mbind)"},
     {"CIDMALLOC_CACHE_BYTES", "bytes (k/M/G suffix)", "1M",

@@ -33,7 +33,7 @@ constexpr size_t kMiB = kKiB * 1024;
 constexpr size_t kGiB = kMiB * 1024;
 
 const char* const kAllKnobs[] = {
-    "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_NUMA_POLICY",
+    "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_RSEQ_NODE_IDS", "CIDMALLOC_NUMA_POLICY",
     "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_RELEASE_BYTES",
     "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_STATS",
 };
@@ -245,15 +245,17 @@ TEST(Knobs, TableIsCompleteAndWellFormed) {
                                          std::end(kAllKnobs)));
 }
 
-TEST_F(ConfigTest, EveryTableKnobButTheRseqModeIsReadByLoadConfig) {
+TEST_F(ConfigTest, EveryTableKnobButTheRseqOnesIsReadByLoadConfig) {
   // Set each knob to an invalid value: LoadConfig must complain about it,
-  // which proves it reads it.  CIDMALLOC_RSEQ_MODE is read by the rseq
-  // layer, before any allocation.
+  // which proves it reads it.  CIDMALLOC_RSEQ_MODE and _NODE_IDS are read
+  // by the rseq layer, before any allocation.
   size_t count = 0;
   const KnobInfo* table = Knobs(&count);
   for (size_t i = 0; i < count; ++i) {
     const std::string name = table[i].name;
-    if (name == "CIDMALLOC_RSEQ_MODE") continue;
+    if (name == "CIDMALLOC_RSEQ_MODE" || name == "CIDMALLOC_RSEQ_NODE_IDS") {
+      continue;
+    }
     Config c;
     const std::string text = Load(table[i].name, "\x01invalid", &c);
     EXPECT_NE(text.find(name + "=\x01invalid is invalid"), std::string::npos)

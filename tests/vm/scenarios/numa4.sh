@@ -8,29 +8,18 @@
 # vm-timeout: 600
 # vm-order: 10
 
-# Known bug (reported): in cid mode a cid is not tied to a node.  When the
-# kernel hands a thread a cid that last ran on another node, the fast paths
-# pop that node's objects cached in the cid's slab, and push local objects
-# into a slab labelled with the other node; only AllocSlow
-# (allocator/front_end/front_end.cc) compares the slab's node with the
-# current one and flushes.  Threads that block and wake often (like these)
-# change cids often: about 0.1% remote objects on 2 nodes, 1-1.5% on 4.
-# Within [95%, 99%) this is KNOWN-BUG; below 95% it fails.
-known_bug locality.cidmalloc_static KNOWN_BUG_CID_NODE_MIX "cid slabs carry objects across nodes"
-known_bug locality.cidmalloc_preload KNOWN_BUG_CID_NODE_MIX "cid slabs carry objects across nodes"
-
 info info
 expect_key info.numa_nodes /tmp/info.log numa_nodes 4
 expect_key info.mode /tmp/info.log mode cid
+# Slabs per (node, cid): each slab holds objects of one node only.
+expect_key info.id_kind /tmp/info.log id_kind node-qualified
 
 check locality.cidmalloc_static 180 \
   locality_cidmalloc --threads-per-node 2 --rounds 30 --expect-nodes 4 \
-  --expect-mode cid --min-local 99 \
-  --known-bug-floor 95
+  --expect-mode cid --min-local 99
 check locality.cidmalloc_preload 180 \
   env LD_PRELOAD=$VMTEST_CIDMALLOC_SO \
-  locality --threads-per-node 2 --rounds 30 --min-local 99 \
-  --known-bug-floor 95
+  locality --threads-per-node 2 --rounds 30 --min-local 99
 # For comparison only.
 report locality.glibc 120 locality --threads-per-node 2 --rounds 30
 if [ -n "$VMTEST_JEMALLOC" ]; then
