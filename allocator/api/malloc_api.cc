@@ -46,6 +46,20 @@ void* Calloc(size_t n, size_t size) {
   return p;
 }
 
+// realloc of a large block to a large size without copying, where the page
+// heap can: a page run grows into the free pages after it or gives back its
+// tail; a mapping of its own moves its pages with mremap.  nullptr if not.
+void* ResizeLarge(void* ptr, size_t size) {
+  namespace ph = cidmalloc::page_heap;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  ph::ChunkInfo* chunk = ph::LookupChunk(p);  // p passed UsableSize.
+  if (chunk->kind == ph::ChunkKind::kHuge) {
+    return size > ph::kChunkSize ? ph::ResizeHuge(chunk, p, size) : nullptr;
+  }
+  if (chunk->page_class[ph::PageIndex(p)] != 0) return nullptr;  // Small.
+  return ph::ResizeRun(chunk, p, size) ? ptr : nullptr;
+}
+
 void* Realloc(void* p, size_t size) {
   if (p == nullptr) return Alloc(size);
   if (size == 0) {
@@ -56,6 +70,9 @@ void* Realloc(void* p, size_t size) {
   // Keep the block when the new size still fits and does not waste more
   // than half of it.
   if (size <= old && size >= old / 2) return p;
+  if (size > cidmalloc::central::kMaxSmallSize) {
+    if (void* q = ResizeLarge(p, size)) return q;
+  }
   void* q = Alloc(size);
   if (q == nullptr) return nullptr;  // errno is ENOMEM; p is untouched.
   memcpy(q, p, size < old ? size : old);

@@ -48,6 +48,19 @@ void* MapAligned(size_t size, size_t align) {
   return reinterpret_cast<void*>(aligned);
 }
 
+void* Remap(void* p, size_t old_size, size_t new_size, RemapKind kind,
+            void* dest) {
+  const int saved = errno;
+  const long r =
+      kind == RemapKind::kInPlace
+          ? syscall(SYS_mremap, p, old_size, new_size, 0)
+          : syscall(SYS_mremap, p, old_size, new_size,
+                    MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+  if (r == -1) return nullptr;
+  errno = saved;
+  return reinterpret_cast<void*>(r);
+}
+
 void Unmap(void* p, size_t size) {
   const int saved = errno;
   syscall(SYS_munmap, p, size);

@@ -19,6 +19,14 @@ namespace cidmalloc::os {
 void* MapAligned(size_t size, size_t align);
 void Unmap(void* p, size_t size);
 
+// mremap(2) of the mapping [p, p+old_size) to new_size bytes.  kInPlace
+// only resizes where it is (fails unless the pages after it are free);
+// kMoveTo moves it onto `dest` (a reservation of new_size bytes, which it
+// replaces).  Returns the new address, or nullptr with the kernel's errno.
+enum class RemapKind : uint8_t { kInPlace, kMoveTo };
+void* Remap(void* p, size_t old_size, size_t new_size, RemapKind kind,
+            void* dest);
+
 // Returns [p, p+size) to the OS with the configured madvise advice.  The
 // range stays mapped; it reads as zero (MADV_DONTNEED) or as zero or old
 // contents (MADV_FREE) afterwards.

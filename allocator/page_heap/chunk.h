@@ -31,11 +31,14 @@ constexpr uint32_t BlockBit(int k, uint32_t i) {
 }
 
 struct ChunkInfo {
-  // --- Immutable after the chunk is published in the pagemap. ---
+  // --- Immutable after the chunk is published in the pagemap (a kHuge
+  // base: see huge_bytes). ---
   uintptr_t base;     // Chunk start (kHeap) or mapping start (kHuge).
   ChunkKind kind;
   uint8_t node;
-  // --- kHuge: immutable; the mapping's length and the requested size. ---
+  // --- kHuge: the mapping's length and the requested size; changed (with
+  // base) only by ResizeHuge, i.e. by the thread that owns the allocation
+  // in realloc. ---
   size_t huge_bytes;
   size_t huge_requested;
 

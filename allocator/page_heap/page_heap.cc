@@ -7,25 +7,15 @@
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
 #include "allocator/page_heap/meta_arena.h"
+#include "allocator/page_heap/node_heap.h"
 
 namespace cidmalloc::page_heap {
 
-namespace {
-
-struct alignas(64) NodeHeap {
-  os::SpinLock lock;
-  // Everything below is guarded by `lock`.
-  ChunkInfo* order_head[kMaxOrder + 1] = {};
-  size_t mapped_bytes = 0;
-  size_t huge_bytes = 0;
-  size_t free_pages = 0;           // Free pages in this node's chunks.
-  size_t released_free_pages = 0;  // Free pages whose memory the OS has.
-  size_t bind_failures = 0;
-  uint32_t next_reserve_chunks = 0;
-};
-
 constinit NodeHeap g_heaps[os::kMaxNodes];
 const os::Config* g_config = nullptr;
+
+namespace {
+
 
 constexpr uint32_t kMaxReserveChunks = 32;
 // Automatic release only returns blocks of at least this order (128 KiB),
@@ -181,6 +171,40 @@ void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
   }
 }
 
+// The order of the free block of c that contains page p, or -1 if p is in
+// use.  Free blocks are maximal and disjoint: at most one order matches.
+int FreeOrderAt(const ChunkInfo* c, uint32_t p) {
+  for (int k = 0; k <= kMaxOrder; ++k) {
+    if (TestBit(c->free_bits, BlockBit(k, p >> k))) return k;
+  }
+  return -1;
+}
+
+// Takes pages [page, page + n) of c if every one is free: each free block
+// that overlaps the range is taken whole and its parts outside the range
+// are freed again (their buddies lie inside the taken block, so they do not
+// merge into the range).  Called with h->lock held.
+bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
+  const uint32_t end = page + n;
+  for (uint32_t p = page; p < end;) {
+    const int k = FreeOrderAt(c, p);
+    if (k < 0) return false;
+    p = ((p >> k) + 1) << k;
+  }
+  for (uint32_t p = page; p < end;) {
+    const int k = FreeOrderAt(c, p);
+    const uint32_t b = (p >> k) << k, e = b + (1u << k);
+    MarkUsed(h, c, k, b >> k);
+    h->free_pages -= 1u << k;
+    h->released_free_pages -= CountReleased(c, b, 1u << k);
+    if (b < page) FreeRange(h, c, b, page - b);
+    if (e > end) FreeRange(h, c, end, e - end);
+    p = e;
+  }
+  for (uint32_t p = page; p < end; ++p) ClearBit(c->released, p);
+  return true;
+}
+
 // Allocates n pages at an alignment of 2^order pages (n <= 2^order).
 uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
                      ChunkInfo** chunk_out) {
@@ -279,63 +303,11 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
                      static_cast<uint16_t>(pages), __ATOMIC_RELEASE);
     return reinterpret_cast<void*>(p);
   }
-  // A mapping of its own, rounded to whole chunks so that no other
-  // allocation shares its pagemap entries.
-  const size_t map_align = align > kChunkSize ? align : kChunkSize;
-  if (bytes > (size_t{1} << 46)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  const size_t map_bytes = (bytes + kChunkSize - 1) & ~(kChunkSize - 1);
-  void* mem = os::MapAligned(map_bytes, map_align);
-  if (mem == nullptr) return nullptr;
-  ChunkInfo* info = NewChunkInfo();
-  if (info == nullptr) {
-    os::Unmap(mem, map_bytes);
-    errno = ENOMEM;
-    return nullptr;
-  }
-  info->base = reinterpret_cast<uintptr_t>(mem);
-  info->kind = ChunkKind::kHuge;
-  info->node = static_cast<uint8_t>(node);
-  info->huge_bytes = map_bytes;
-  info->huge_requested = bytes;
-  NodeHeap* h = &g_heaps[node];
-  bool bound = true;
-  if (os::NumNodes() > 1) {
-    bound = os::BindToNode(mem, map_bytes, node, g_config->numa_policy);
-  }
-  if (!SetChunks(info->base, map_bytes, info)) {
-    SetChunks(info->base, map_bytes, nullptr);
-    os::Unmap(mem, map_bytes);
-    DeleteChunkInfo(info);
-    errno = ENOMEM;
-    return nullptr;
-  }
-  {
-    os::SpinLockHolder hold(&h->lock);
-    h->huge_bytes += map_bytes;
-    h->mapped_bytes += map_bytes;
-    if (!bound) ++h->bind_failures;
-  }
-  *zeroed = true;
-  return mem;
+  return AllocHuge(node, bytes, align, zeroed);
 }
 
 void FreeLarge(ChunkInfo* c, uintptr_t p) {
-  if (c->kind == ChunkKind::kHuge) {
-    if (p != c->base) os::FatalMisuse("free(): invalid pointer", reinterpret_cast<void*>(p));
-    NodeHeap* h = &g_heaps[c->node];
-    {
-      os::SpinLockHolder hold(&h->lock);
-      h->huge_bytes -= c->huge_bytes;
-      h->mapped_bytes -= c->huge_bytes;
-    }
-    SetChunks(c->base, c->huge_bytes, nullptr);
-    os::Unmap(reinterpret_cast<void*>(c->base), c->huge_bytes);
-    DeleteChunkInfo(c);
-    return;
-  }
+  if (c->kind == ChunkKind::kHuge) return FreeHuge(c, p);
   NodeHeap* h = &g_heaps[c->node];
   os::SpinLockHolder hold(&h->lock);
   const uint32_t page = PageIndex(p);
@@ -350,10 +322,32 @@ void FreeLarge(ChunkInfo* c, uintptr_t p) {
   MaybeRelease(h);
 }
 
-size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
-  if (c->kind == ChunkKind::kHuge) {
-    return p == c->base ? c->huge_bytes : 0;
+bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
+  if (c->kind != ChunkKind::kHeap || bytes == 0 || bytes > kChunkSize ||
+      (p & (kPageSize - 1)) != 0) {
+    return false;
   }
+  const uint32_t page = PageIndex(p);
+  const uint32_t want = static_cast<uint32_t>((bytes + kPageSize - 1) >> kPageShift);
+  NodeHeap* h = &g_heaps[c->node];
+  os::SpinLockHolder hold(&h->lock);
+  const uint32_t n = c->run_pages[page];
+  if (n == 0) return false;
+  if (want < n) {
+    FreeRange(h, c, page + want, n - want);
+  } else if (want > n) {
+    if (page + want > kPagesPerChunk) return false;
+    if (!TakeRange(h, c, page + n, want - n)) return false;
+  }
+  // Read by LargeUsableSize and FreeLarge of the owner only (see chunk.h).
+  __atomic_store_n(&c->run_pages[page], static_cast<uint16_t>(want),
+                   __ATOMIC_RELEASE);
+  if (want < n) MaybeRelease(h);
+  return true;
+}
+
+size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
+  if (c->kind == ChunkKind::kHuge) return HugeUsableSize(c, p);
   if ((p & (kPageSize - 1)) != 0) return 0;
   const uint16_t n =
       __atomic_load_n(&c->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);

@@ -38,6 +38,17 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed);
 // Frees a large allocation.  Aborts with a message if `p` is not the start
 // of a live one (invalid pointer or double free).
 void FreeLarge(ChunkInfo* chunk, uintptr_t p);
+// Resizes the page run that starts at p to hold `bytes` (<= a chunk) where
+// it is: shrinking frees its tail; growing takes the pages after it if they
+// are free.  Returns false (nothing changed) if it cannot.  The caller owns
+// p (realloc).
+bool ResizeRun(ChunkInfo* chunk, uintptr_t p, size_t bytes);
+// Resizes the mapping of its own that starts at p (chunk->kind kHuge) to
+// hold `bytes` (> a chunk) without copying: mremap, in place if the
+// address space after it is free, else moved onto a fresh chunk-aligned
+// reservation.  Returns the (possibly new) address, or nullptr if the
+// caller must allocate and copy.  The caller owns p (realloc).
+void* ResizeHuge(ChunkInfo* chunk, uintptr_t p, size_t bytes);
 // Usable bytes of the large allocation starting at p, or 0 if p is not the
 // start of a live large allocation.
 size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);

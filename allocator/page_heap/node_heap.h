@@ -1,0 +1,41 @@
+// allocator/page_heap/node_heap.h: the page heap's per-node state, shared by
+// its two halves: page_heap.cc (chunks, the buddy allocator, page runs,
+// release) and huge.cc (allocations with a mapping of their own).  Internal
+// to the page heap; other layers use page_heap.h.
+#ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_NODE_HEAP_H_
+#define CIDMALLOC_ALLOCATOR_PAGE_HEAP_NODE_HEAP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/os/config.h"
+#include "allocator/os/spinlock.h"
+#include "allocator/os/topology.h"
+#include "allocator/page_heap/chunk.h"
+#include "rseq/state.h"
+
+namespace cidmalloc::page_heap {
+
+struct alignas(64) NodeHeap {
+  os::SpinLock lock;
+  // Everything below is guarded by `lock`.
+  ChunkInfo* order_head[kMaxOrder + 1] = {};
+  size_t mapped_bytes = 0;         // Chunks plus huge mappings.
+  size_t huge_bytes = 0;           // Live huge mappings.
+  size_t free_pages = 0;           // Free pages in this node's chunks.
+  size_t released_free_pages = 0;  // Free pages whose memory the OS has.
+  size_t bind_failures = 0;
+  uint32_t next_reserve_chunks = 0;
+};
+
+extern NodeHeap g_heaps[os::kMaxNodes] CIDMALLOC_HIDDEN;
+extern const os::Config* g_config CIDMALLOC_HIDDEN;
+
+// huge.cc (they take the node lock themselves).
+void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed);
+void FreeHuge(ChunkInfo* c, uintptr_t p);
+size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p);
+
+}  // namespace cidmalloc::page_heap
+
+#endif  // CIDMALLOC_ALLOCATOR_PAGE_HEAP_NODE_HEAP_H_

@@ -1,0 +1,130 @@
+// tests/allocator/realloc_in_place_test.cc: realloc of large blocks
+// without copying.
+//
+// A block with a mapping of its own (> 2 MiB) moves its pages with mremap
+// instead of allocating, faulting in and copying a new block; the page
+// faults of the realloc are the observable difference (copying 8 MiB into
+// fresh memory faults about 2048 pages, moving the mapping none).  A page
+// run grows into the free pages after it and gives back its tail when it
+// shrinks, keeping its address.
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "allocator/page_heap/page_heap.h"
+#include "gtest/gtest.h"
+#include "tests/allocator/alloc_probe.h"
+#include "tests/allocator/test_util.h"
+
+namespace {
+
+using namespace cidmalloc_test;
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kChunk = 2 * kMiB;
+
+long MinorFaults() {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+TEST(ReallocHuge, GrowthMovesPagesWithoutCopying) {
+  void* p = malloc(8 * kMiB);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(KindOf(p), BlockKind::kHuge);
+  FillPattern(p, 8 * kMiB, 11);  // Every page resident.
+  const long before = MinorFaults();
+  void* q = realloc(p, 64 * kMiB);
+  const long faults = MinorFaults() - before;
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(KindOf(q), BlockKind::kHuge);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % kChunk, 0u)
+      << "a mapping of its own starts on a chunk boundary";
+  EXPECT_GE(malloc_usable_size(q), 64 * kMiB);
+  // Copying would fault every destination page (2048 of 4 KiB).
+  EXPECT_LT(faults, 256) << "realloc faulted " << faults << " pages";
+  EXPECT_EQ(FirstPatternMismatch(q, 8 * kMiB, 11), 8 * kMiB);
+  // The new tail is ordinary zeroed memory.
+  const unsigned char* tail = static_cast<unsigned char*>(q) + 8 * kMiB;
+  EXPECT_EQ(tail[0], 0);
+  EXPECT_EQ(tail[56 * kMiB - 1], 0);
+  memset(static_cast<char*>(q) + 8 * kMiB, 0x5a, 56 * kMiB);
+  const uintptr_t old = reinterpret_cast<uintptr_t>(p);
+  if (reinterpret_cast<uintptr_t>(q) != old) {
+    EXPECT_EQ(KindOf(reinterpret_cast<void*>(old)), BlockKind::kNotOurs)
+        << "the old range left the pagemap";
+  }
+  free(q);
+}
+
+TEST(ReallocHuge, RepeatedDoublingKeepsContents) {
+  size_t size = 3 * kMiB;
+  char* p = static_cast<char*>(malloc(size));
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, size, 12);
+  for (int step = 0; step < 6; ++step) {  // 3 MiB .. 192 MiB
+    char* q = static_cast<char*>(realloc(p, size * 2));
+    ASSERT_NE(q, nullptr) << "step " << step;
+    ASSERT_EQ(FirstPatternMismatch(q, size, 12), size) << "step " << step;
+    FillPattern(q, size * 2, 12);
+    p = q;
+    size *= 2;
+    ASSERT_EQ(KindOf(p), BlockKind::kHuge);
+  }
+  free(p);
+}
+
+TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
+  void* p = malloc(32 * kMiB);
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, 32 * kMiB, 13);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  // Below half the block: realloc must not keep all 32 MiB.
+  void* q = realloc(p, 5 * kMiB);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base)
+      << "shrinking a mapping needs no move";
+  EXPECT_EQ(malloc_usable_size(q), 6 * kMiB) << "whole chunks";
+  EXPECT_EQ(FirstPatternMismatch(q, 5 * kMiB, 13), 5 * kMiB);
+  EXPECT_EQ(KindOf(static_cast<char*>(q) + 8 * kMiB), BlockKind::kNotOurs)
+      << "the cut tail is no longer in the pagemap";
+  free(q);
+}
+
+TEST(ReallocRun, GrowsIntoTheFreePagesAfterIt) {
+  // 100 KiB is 13 pages of 8 KiB in a 16-page buddy block: the 3 pages
+  // after the run are free (nothing else allocates in between).
+  constexpr size_t kKiB = 1024;
+  char* p = static_cast<char*>(malloc(100 * kKiB));
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(KindOf(p), BlockKind::kLarge);
+  FillPattern(p, 100 * kKiB, 14);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  char* q = static_cast<char*>(realloc(p, 120 * kKiB));
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base) << "grown in place";
+  EXPECT_EQ(malloc_usable_size(q), 120 * kKiB);
+  EXPECT_EQ(FirstPatternMismatch(q, 100 * kKiB, 14), 100 * kKiB);
+  memset(q + 100 * kKiB, 0x33, 20 * kKiB);
+  cidmalloc::page_heap::CheckInvariants();  // Aborts on a broken buddy heap.
+  free(q);
+  cidmalloc::page_heap::CheckInvariants();
+}
+
+TEST(ReallocRun, ShrinkingBelowHalfKeepsTheAddress) {
+  constexpr size_t kKiB = 1024;
+  char* p = static_cast<char*>(malloc(1024 * kKiB));
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, 1024 * kKiB, 15);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  char* q = static_cast<char*>(realloc(p, 300 * kKiB));
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base) << "shrunk in place";
+  EXPECT_EQ(malloc_usable_size(q), 304 * kKiB) << "whole 8 KiB pages";
+  EXPECT_EQ(FirstPatternMismatch(q, 300 * kKiB, 15), 300 * kKiB);
+  cidmalloc::page_heap::CheckInvariants();
+  free(q);
+  cidmalloc::page_heap::CheckInvariants();
+}
+
+}  // namespace
