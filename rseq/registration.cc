@@ -90,26 +90,28 @@ void CountCpu(int cpu, void* arg) {
   if (static_cast<uint32_t>(cpu) + 1 > *max) *max = cpu + 1;
 }
 
-// Number of possible CPU numbers: every cpu and cid is below it.
-uint32_t ReadPossibleCpus() {
+// One more than the highest number in a sysfs list file ("0-3,8"), or
+// `fallback` if it cannot be read.
+uint32_t ListFileCount(const char* path, uint32_t fallback) {
   char buf[256];
   uint32_t n = 0;
-  if (ReadSmallFile("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0 &&
+  if (ReadSmallFile(path, buf, sizeof buf) > 0 &&
       ForEachInCpuList(buf, CountCpu, &n) && n > 0) {
     return n;
   }
-  return 4096;  // Linux's largest common NR_CPUS; only sizes tables.
+  return fallback;
 }
 
-// Number of possible node numbers: every node_id is below it.
+// Number of possible CPU numbers: every cpu and cid is below it.  4096
+// (Linux's largest common NR_CPUS) if unknown; it only sizes tables.
+uint32_t ReadPossibleCpus() {
+  return ListFileCount("/sys/devices/system/cpu/possible", 4096);
+}
+
+// Number of possible node numbers: every node_id is below it (1 without
+// NUMA support in the kernel).
 uint32_t ReadPossibleNodes() {
-  char buf[256];
-  uint32_t n = 0;
-  if (ReadSmallFile("/sys/devices/system/node/possible", buf, sizeof buf) > 0 &&
-      ForEachInCpuList(buf, CountCpu, &n) && n > 0) {
-    return n;
-  }
-  return 1;  // No NUMA support in the kernel.
+  return ListFileCount("/sys/devices/system/node/possible", 1);
 }
 
 // CIDMALLOC_RSEQ_NODE_IDS=auto|on|off: node-qualified IDs in cid mode.
