@@ -3,7 +3,8 @@
 //
 // Fast path budgets (x86-64, cid/cpu mode, -O2), checked on the built
 // libcidmalloc.so by tests/allocator_budget/fast_path_budget_test.sh:
-//   malloc: size-class lookup, one rseq pop, clearing the free cookie.
+//   malloc: the stack offset from the size (one table), one rseq pop,
+//           clearing the free cookie.
 //   free:   pagemap lookup, class, misaligned-pointer and double-free
 //           checks, one rseq push.
 // The budgets (instructions from entry to the return) are in that test.
@@ -50,20 +51,32 @@ CIDMALLOC_NOINLINE void FreeSmallSlow(int cls, void* p);
 CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p);
 CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p);
 
-// An object of class `cls` from the cache, else from the slow path.
-__attribute__((always_inline)) inline void* AllocSmall(int cls) {
+// An object from the stack at `stack_offset` of the current ID's slab,
+// else from the slow path, which gets the class from `cls()` (computed only
+// there).
+template <typename ClassFn>
+__attribute__((always_inline)) inline void* AllocFromStack(
+    uint32_t stack_offset, ClassFn cls) {
   void* p;
   if (CIDMALLOC_LIKELY(g_fast & kFastAlloc) &&
-      CIDMALLOC_LIKELY(front_end::TryAlloc(cls, &p))) {
+      CIDMALLOC_LIKELY(front_end::TryAllocAt(stack_offset, &p))) {
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
     return p;
   }
-  return AllocSmallSlow(cls);
+  return AllocSmallSlow(cls());
+}
+
+// An object of class `cls` from the cache, else from the slow path.
+__attribute__((always_inline)) inline void* AllocSmall(int cls) {
+  return AllocFromStack(front_end::kLayout.offset[cls], [cls] { return cls; });
 }
 
 __attribute__((always_inline)) inline void* Alloc(size_t size) {
   if (CIDMALLOC_LIKELY(size <= central::kMaxSmallSize)) {
-    return AllocSmall(central::ClassOf(size));
+    // One table load finds the stack (size -> offset, not size -> class ->
+    // offset); the class is looked up on the slow path only.
+    return AllocFromStack(front_end::StackOffsetOf(size),
+                          [size] { return central::ClassOf(size); });
   }
   return AllocLarge(size, central::kMinAlign, false);
 }

@@ -64,6 +64,34 @@ constexpr SlabLayout MakeLayout() {
   return l;
 }
 inline constexpr SlabLayout kLayout = MakeLayout();
+static_assert(kLayout.bytes <= UINT16_MAX, "stack offsets fit 16 bits");
+
+// The stack offset of each size's class, indexed like central::ClassOf, so
+// that malloc's fast path finds the stack with one load from the size
+// instead of two (size -> class -> offset).
+struct OffsetIndex {
+  uint16_t small[65];   // (size + 15) >> 4, size <= 1024
+  uint16_t large[513];  // (size + 127) >> 7
+};
+constexpr OffsetIndex MakeOffsetIndex() {
+  OffsetIndex t{};
+  for (int i = 0; i < 65; ++i) {
+    t.small[i] = static_cast<uint16_t>(
+        kLayout.offset[central::kClasses.small_index[i]]);
+  }
+  for (int i = 0; i < 513; ++i) {
+    t.large[i] = static_cast<uint16_t>(
+        kLayout.offset[central::kClasses.large_index[i]]);
+  }
+  return t;
+}
+inline constexpr OffsetIndex kOffsetIndex = MakeOffsetIndex();
+
+// Requires size <= central::kMaxSmallSize.
+inline uint32_t StackOffsetOf(size_t size) {
+  if (size <= 1024) return kOffsetIndex.small[(size + 15) >> 4];
+  return kOffsetIndex.large[(size + 127) >> 7];
+}
 
 // Slow-path bookkeeping of one slab.  Every field is a hint updated with
 // relaxed atomics by whichever thread runs a slow path on the slab's ID;
@@ -92,8 +120,12 @@ extern void* g_slabs[kMaxIds] CIDMALLOC_HIDDEN;
 // K is the process's rseq::IdKind (kRaw or kNodeQualified); a node-qualified
 // free pushes only while the thread runs on `node`, the object's node.
 template <rseq::IdKind K = rseq::IdKind::kRaw>
+inline bool TryAllocAt(uint32_t stack_offset, void** p) {
+  return rseq::PopUnchecked<K>(g_slabs, stack_offset, p);
+}
+template <rseq::IdKind K = rseq::IdKind::kRaw>
 inline bool TryAlloc(int cls, void** p) {
-  return rseq::PopUnchecked<K>(g_slabs, kLayout.offset[cls], p);
+  return TryAllocAt<K>(kLayout.offset[cls], p);
 }
 template <rseq::IdKind K = rseq::IdKind::kRaw>
 inline bool TryFree(int cls, void* p, int node = 0) {
