@@ -54,7 +54,10 @@ constexpr SizeClassInfo MakeClass(int cls) {
   c.span_bytes = span;
   c.magic = ~uint64_t{0} / c.size + 1;
   c.limit = (span / c.size) * c.size;
-  uint32_t batch = 32 * 1024 / c.size;
+  // 16 KiB of objects a batch (32 at most, 2 at least): 32 KiB batches
+  // held 0.5-1.2 MB more in the caches of small two-thread programs for no
+  // measurable speed (docs/benchmarks.md, tuning log).
+  uint32_t batch = 16 * 1024 / c.size;
   batch = batch < 2 ? 2 : (batch > 32 ? 32 : batch);
   c.batch = static_cast<uint16_t>(batch);
   uint32_t cap = 4 * batch;
