@@ -22,8 +22,14 @@ info info
 expect_key info.mode /tmp/info.log mode cid
 expect_key info.possible_cpus /tmp/info.log possible_cpus 64
 
+# Linux 6.12 bounds cids only loosely: even left to the scheduler, a
+# 4-thread process was once (1 run in 5) given cid 4 (CI at 2a543fe:
+# slabs=5 max_slab_id=4).  More slabs than 4 is a failure unless the
+# highest slab ID proves such a cid (slabs_main.cc), then KNOWN-BUG.
+known_bug slabs.cid KNOWN_BUG_KERNEL_CID_BOUND "Linux 6.12 gave a cid >= the thread count"
 check slabs.cid 120 \
-  slabs --threads 4 --seconds 15 --max-slabs 4 --expect-mode cid
+  slabs --threads 4 --seconds 15 --max-slabs 4 --kernel-cid-bug-max-slabs 8 \
+  --expect-mode cid
 report slabs.cpu 120 \
   env CIDMALLOC_RSEQ_MODE=cpu slabs --threads 4 --seconds 15 --expect-mode cpu
 report slabs.cid_migrating 120 \
