@@ -54,7 +54,8 @@ void* EnsureSlab(uint32_t id) {
   if (slab == nullptr) return nullptr;
   SlabHeader* hdr = HeaderOf(slab);
   hdr->id = id;
-  hdr->node.store(FixedNode(id) >= 0 ? FixedNode(id) : os::CurrentNode(),
+  const int fixed = FixedNode(id);
+  hdr->node.store(fixed >= 0 ? fixed : os::CurrentNode(),
                   std::memory_order_relaxed);
   for (int c = 1; c < kNumClasses; ++c) {
     StackOf(slab, kLayout.offset[c])->capacity = Class(c).batch;
