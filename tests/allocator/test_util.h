@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/cpus.h"
+
 namespace cidmalloc_test {
 
 // Redirects a file descriptor (default: stderr) into a memfd while alive;
@@ -73,25 +75,12 @@ class FdCapture {
   std::string text_;
 };
 
-inline std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
+using cidmalloc_testing::AllowedCpus;
 
-// Pins the calling thread to `cpu`; true if it now runs there (the kernel
-// migrates a running task before sched_setaffinity returns).
+// Pins the calling thread to `cpu`; true if it now runs there (checked with
+// sched_getcpu as well).
 inline bool PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) return false;
-  return sched_getcpu() == cpu;
+  return cidmalloc_testing::PinToCpu(cpu) && sched_getcpu() == cpu;
 }
 
 // The process's virtual address space size (VmSize), in bytes; 0 if unknown.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "allocator/api/cidmalloc.h"
+#include "tests/common/cpus.h"
 
 namespace cidmalloc_stress {
 
@@ -93,23 +94,8 @@ class Barrier {
   uint64_t gen_ = 0;
 };
 
-inline std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
-inline bool PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
+using cidmalloc_testing::AllowedCpus;
+using cidmalloc_testing::PinToCpu;
 
 // ---- Memory -------------------------------------------------------------------
 

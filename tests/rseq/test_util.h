@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/cpus.h"
+
 // glibc 2.35+ exports where it registered each thread's rseq area.  Weak:
 // null with an older libc.
 extern "C" {
@@ -66,25 +68,8 @@ inline bool EnvSet(const char* name) { return getenv(name) != nullptr; }
 
 // ---- CPUs -------------------------------------------------------------------
 
-inline std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
-// Pins the calling thread to `cpu`.  When this returns true the thread runs
-// on `cpu` (the kernel migrates a running task before returning).
-inline bool PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
+using cidmalloc_testing::AllowedCpus;
+using cidmalloc_testing::PinToCpu;
 
 // Restores the calling thread's affinity mask when it goes out of scope.
 class ScopedAffinity {

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/cpus.h"
+
 namespace cidmalloc_vm {
 
 // Reads a whole small sysfs file; "" if it cannot be read.
@@ -79,12 +81,7 @@ inline std::vector<Node> NodesWithCpus() {
   return nodes;
 }
 
-inline bool PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
+using cidmalloc_testing::PinToCpu;
 
 // The current cpu and node, from getcpu(2) (the kernel's own view, not the
 // allocator's).

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "allocator/api/cidmalloc.h"
+#include "tests/common/cpus.h"
 
 namespace {
 
@@ -68,16 +69,7 @@ double Now() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
+using cidmalloc_testing::AllowedCpus;
 
 void SetAffinity(const std::vector<int>& cpus) {
   cpu_set_t set;
