@@ -5,8 +5,8 @@
 // libcidmalloc.so by tests/allocator_budget/fast_path_budget_test.sh:
 //   malloc: the stack offset from the size (one table), one rseq pop,
 //           clearing the free cookie.
-//   free:   pagemap lookup, class, misaligned-pointer and double-free
-//           checks, one rseq push.
+//   free:   span-map lookup (class and stack offset), misaligned-pointer
+//           and double-free checks, one rseq push.
 // The budgets (instructions from entry to the return) are in that test.
 // Everything else is out of line (noinline) and reached by a tail call.
 #ifndef CIDMALLOC_ALLOCATOR_API_ALLOC_H_
@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
 #include "allocator/front_end/front_end.h"
 #include "allocator/os/topology.h"
@@ -83,10 +84,11 @@ __attribute__((always_inline)) inline void* Alloc(size_t size) {
 
 __attribute__((always_inline)) inline void Free(void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
-  if (CIDMALLOC_UNLIKELY(chunk == nullptr)) return FreeSlow(ptr);
-  const int cls = chunk->page_class[page_heap::PageIndex(p)];
-  if (CIDMALLOC_UNLIKELY(cls == 0)) return FreeSlow(ptr);
+  // Two dependent loads give the class and its stack offset (the span
+  // map); nothing else on the way to the push depends on the pointer.
+  const uint32_t tag = page_heap::LookupSpanTag(p);
+  if (CIDMALLOC_UNLIKELY(tag == 0)) return FreeSlow(ptr);
+  const int cls = central::TagClass(tag);
   if (CIDMALLOC_UNLIKELY(!central::IsObjectStart(p, cls))) {
     return InvalidPointer(
         "free(): invalid pointer (not the start of an object)", ptr);
@@ -98,7 +100,8 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
   }
   words[1] = cookie;
   if (CIDMALLOC_LIKELY(g_fast & kFastFree) &&
-      CIDMALLOC_LIKELY(front_end::TryFree(cls, ptr))) {
+      CIDMALLOC_LIKELY(
+          front_end::TryFreeAt(central::TagPayload(tag), ptr))) {
     return;
   }
   return FreeSmallSlow(cls, ptr);

@@ -40,11 +40,25 @@ struct alignas(64) CentralList {
   uint64_t total_objects = 0;
 };
 
+struct SpanTags {
+  uint32_t tag[kNumClasses];
+};
+
 constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
 
 // Recycled Span records; guarded by g_span_lock.
 constinit os::SpinLock g_span_lock;
 Span* g_free_spans = nullptr;
+
+// The span tag of each class (central_list.h): the class, and from
+// SetTagPayloads() on, the payload.  Written once during initialisation,
+// before any span exists; read under the list locks.
+constexpr SpanTags MakeDefaultTags() {
+  SpanTags t{};
+  for (int c = 0; c < kNumClasses; ++c) t.tag[c] = static_cast<uint32_t>(c);
+  return t;
+}
+constinit SpanTags g_tags = MakeDefaultTags();
 
 int OrderOfSpan(int cls) {
   return __builtin_ctz(Class(cls).span_bytes) - kPageShift;
@@ -116,6 +130,7 @@ Span* Grow(CentralList* l, int node, int cls) {
     __atomic_store_n(&chunk->page_class[p], static_cast<uint8_t>(cls),
                      __ATOMIC_RELEASE);
   }
+  page_heap::SetSpanTags(start, c.span_bytes, g_tags.tag[cls]);
   Link(l, s);
   ++l->spans;
   l->free_objects += s->capacity;
@@ -133,6 +148,7 @@ void Release(CentralList* l, Span* s) {
   l->total_objects -= s->capacity;
   const uint32_t first = PageIndex(s->start);
   const uint32_t pages = c.span_bytes >> kPageShift;
+  page_heap::SetSpanTags(s->start, c.span_bytes, 0);
   for (uint32_t p = first; p < first + pages; ++p) {
     __atomic_store_n(&s->chunk->page_class[p], uint8_t{0}, __ATOMIC_RELEASE);
   }
@@ -142,6 +158,13 @@ void Release(CentralList* l, Span* s) {
 }
 
 }  // namespace
+
+void SetTagPayloads(const uint32_t (&payload)[kNumClasses]) {
+  for (int c = 1; c < kNumClasses; ++c) {
+    CIDMALLOC_CHECK(payload[c] <= 0xffff, "span tag payload above 16 bits");
+    g_tags.tag[c] = static_cast<uint32_t>(c) | payload[c] << 16;
+  }
+}
 
 uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
   CentralList* l = &g_lists[node][cls];

@@ -184,7 +184,11 @@ void DrainUnpublished(void* slab) {
 
 }  // namespace
 
-void Init(const os::Config* config) { g_config = config; }
+void Init(const os::Config* config) {
+  g_config = config;
+  // free() finds a class's stack from the span tag (TryFreeAt).
+  central::SetTagPayloads(kLayout.offset);
+}
 
 void* AllocSlow(int cls) {
   const uint32_t off = kLayout.offset[cls];

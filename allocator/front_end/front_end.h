@@ -128,10 +128,17 @@ inline bool TryAlloc(int cls, void** p) {
   return TryAllocAt<K>(kLayout.offset[cls], p);
 }
 template <rseq::IdKind K = rseq::IdKind::kRaw>
+inline bool TryFreeAt(uint32_t stack_offset, void* p, int node = 0) {
+  return rseq::PushUnchecked<K>(g_slabs, stack_offset, p, node);
+}
+template <rseq::IdKind K = rseq::IdKind::kRaw>
 inline bool TryFree(int cls, void* p, int node = 0) {
-  return rseq::PushUnchecked<K>(g_slabs, kLayout.offset[cls], p, node);
+  return TryFreeAt<K>(kLayout.offset[cls], p, node);
 }
 
+// Before any allocation: also registers each class's stack offset as the
+// payload of its span tags (central::SetTagPayloads), so that free() finds
+// the stack from the tag: the offset of class c is TagPayload(tag).
 void Init(const os::Config* config);
 
 // Slow paths.  AllocSlow refills the current ID's cache from the central

@@ -100,7 +100,8 @@ bool Grow(NodeHeap* h, int node) {
   for (uint32_t i = 0; i < n; ++i) {
     ChunkInfo* c = NewChunkInfo();
     const uintptr_t base = reinterpret_cast<uintptr_t>(mem) + i * kChunkSize;
-    if (c == nullptr || !SetChunks(base, kChunkSize, c)) {
+    if (c == nullptr || !EnsureSpanTagLeaf(base) ||
+        !SetChunks(base, kChunkSize, c)) {
       // Give back the chunks not yet handed to the heap.
       if (c != nullptr) DeleteChunkInfo(c);
       os::Unmap(reinterpret_cast<void*>(base), (n - i) * kChunkSize);

@@ -1,14 +1,16 @@
 #include "allocator/page_heap/pagemap.h"
 
+#include "allocator/os/check.h"
 #include "allocator/os/spinlock.h"
 #include "allocator/page_heap/meta_arena.h"
 
 namespace cidmalloc::page_heap {
 
 constinit std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
+constinit std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits];
 
 namespace {
-// Serialises leaf creation and entry updates.
+// Serialises leaf creation (both maps) and pagemap entry updates.
 constinit os::SpinLock g_pagemap_lock;
 }  // namespace
 
@@ -33,6 +35,33 @@ bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info) {
                                                    std::memory_order_release);
   }
   return true;
+}
+
+bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
+  os::SpinLockHolder h(&g_pagemap_lock);
+  std::atomic<SpanTagLeaf*>& slot = g_span_tag_root[chunk_base >> kSpanLeafShift];
+  if (slot.load(std::memory_order_relaxed) != nullptr) return true;
+  auto* leaf =
+      static_cast<SpanTagLeaf*>(MetaAlloc(sizeof(SpanTagLeaf), 4096));
+  if (leaf == nullptr) return false;
+  // Release: the zeroed leaf is visible before the pointer to it; pairs
+  // with the acquire load in LookupSpanTag().
+  slot.store(leaf, std::memory_order_release);
+  return true;
+}
+
+void SetSpanTags(uintptr_t start, size_t bytes, uint32_t tag) {
+  SpanTagLeaf* leaf =
+      g_span_tag_root[start >> kSpanLeafShift].load(std::memory_order_relaxed);
+  CIDMALLOC_CHECK(leaf != nullptr, "span map leaf missing");
+  const uint32_t mask = (1u << kSpanLeafBits) - 1;
+  const uint32_t first = (start >> kSpanTagShift) & mask;
+  const uint32_t slots = static_cast<uint32_t>(bytes >> kSpanTagShift);
+  for (uint32_t i = first; i < first + slots; ++i) {
+    // Relaxed: published to free() through the objects the span hands out
+    // (see LookupSpanTag()).
+    leaf->tag[i].store(tag, std::memory_order_relaxed);
+  }
 }
 
 void PagemapForkPrepare() { g_pagemap_lock.Lock(); }

@@ -1,10 +1,23 @@
-// allocator/page_heap/pagemap.h: address -> ChunkInfo in O(1), lock-free.
+// allocator/page_heap/pagemap.h: the two lock-free maps from an address to
+// its metadata.
 //
-// A two-level radix tree over the 2^26 chunks of a 47-bit address space.
-// Lookups are two dependent loads.  Entries are written under the pagemap
-// lock and published with release stores; lookups use acquire loads (plain
-// moves on x86-64), so a reader that holds a pointer the allocator returned
-// sees the ChunkInfo fully initialised.
+// The pagemap: address -> ChunkInfo.  A two-level radix tree over the 2^26
+// chunks of a 47-bit address space; lookups are two dependent loads.
+// Entries are written under the pagemap lock and published with release
+// stores; lookups use acquire loads (plain moves on x86-64), so a reader
+// that holds a pointer the allocator returned sees the ChunkInfo fully
+// initialised.
+//
+// The span map: address -> the 32-bit tag of the small-object span that
+// holds it, 0 if none.  It is free()'s fast path: the tag is two dependent
+// loads from the pointer (root, then the tag itself), where the pagemap
+// would take three (root, leaf, ChunkInfo::page_class).  Small-object spans
+// are at least 64 KiB and aligned to their size (chunk.h), so one tag per
+// 64 KiB slot suffices.  A leaf covers 1 GiB (16,384 slots, 64 KiB of
+// tags); the root is 1 MiB of zero-initialised .bss, touched one 4 KiB page
+// per 512 GiB of address space in use.  The page heap creates a chunk's
+// leaf when it maps the chunk, so setting a tag never allocates.  The value
+// is opaque here: the central layer, which owns the spans, defines it.
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 
@@ -41,6 +54,40 @@ inline ChunkInfo* LookupChunk(uintptr_t p) {
 // Maps every chunk of [start, start + bytes) to `info` (nullptr unmaps).
 // Returns false if a leaf could not be allocated.
 bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info);
+
+// ---- The span map ----------------------------------------------------------
+inline constexpr int kSpanTagShift = kPageShift + kSpanSlotShift;  // 64 KiB
+inline constexpr int kSpanLeafShift = 30;                          // 1 GiB
+inline constexpr int kSpanRootBits = kAddressBits - kSpanLeafShift;
+inline constexpr int kSpanLeafBits = kSpanLeafShift - kSpanTagShift;
+
+struct SpanTagLeaf {
+  std::atomic<uint32_t> tag[1u << kSpanLeafBits];
+};
+extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
+    CIDMALLOC_HIDDEN;
+
+// The tag of the span holding `p`; 0 if `p` is in no small-object span
+// (a large allocation, a free span, or memory the allocator never mapped).
+// Relaxed: a caller that owns an object of the span got the pointer through
+// some synchronisation that happens after the span's tag was set.
+inline uint32_t LookupSpanTag(uintptr_t p) {
+  if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
+  // Acquire: pairs with the release store in EnsureSpanTagLeaf().
+  SpanTagLeaf* leaf =
+      g_span_tag_root[p >> kSpanLeafShift].load(std::memory_order_acquire);
+  if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
+  return leaf->tag[(p >> kSpanTagShift) & ((1u << kSpanLeafBits) - 1)].load(
+      std::memory_order_relaxed);
+}
+
+// Creates the span-map leaf covering the chunk at `chunk_base` if there is
+// none.  False (errno ENOMEM) if it could not be allocated.
+bool EnsureSpanTagLeaf(uintptr_t chunk_base);
+
+// Sets the tag of every 64 KiB slot of [start, start + bytes), a span
+// inside one chunk whose leaf exists.  Called by the span's owner only.
+void SetSpanTags(uintptr_t start, size_t bytes, uint32_t tag);
 
 void PagemapForkPrepare();
 void PagemapForkParent();

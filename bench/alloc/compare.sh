@@ -26,6 +26,9 @@
 #   BAZEL_FLAGS  extra build flags (e.g. --symlink_prefix=/)
 #   TCMALLOC   which gperftools library (default libtcmalloc_minimal.so.4)
 #   ALLOCATORS subset / order, e.g. "glibc cidmalloc" (default: all five)
+#   BASELINE   an older libcidmalloc.so: also run as allocator "baseline",
+#              interleaved with the others, and report cidmalloc/baseline
+#              (a change measured side by side in one run)
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -64,6 +67,10 @@ LIB[mimalloc]="$(deb_lib libmimalloc2.0 libmimalloc.so.2)"
 LIB[tcmalloc]="$(deb_lib libtcmalloc-minimal4 "$TCMALLOC" 2>/dev/null ||
                  deb_lib libgoogle-perftools4 "$TCMALLOC")"
 LIB[cidmalloc]="$BIN/libcidmalloc.so"
+if [[ -n "${BASELINE:-}" ]]; then
+  LIB[baseline]="$(readlink -f "$BASELINE")"
+  ALLOCATORS="$ALLOCATORS baseline"
+fi
 
 {
   echo "date: $(date -u +%FT%TZ)"

@@ -6,7 +6,8 @@ Reads OUT/<allocator>.<run>.json (Google Benchmark JSON of
 //bench/alloc:malloc_bench) and prints markdown: the median over the runs of
 ns per malloc+free pair (cpu_time / pairs_per_iter) per allocator, the ratios
 of cidmalloc to glibc and to the fastest of jemalloc / mimalloc / tcmalloc,
-whether the goals hold, the spread of the runs, and geometric means over the
+whether the goals hold, cidmalloc against "baseline" (an older build, see
+compare.sh's BASELINE) when it was run, the spread of the runs, and geometric means over the
 groups of rows (fixed-size pairs, random-size pairs, batches).
 """
 import json, math, statistics, sys, os
@@ -15,7 +16,7 @@ out, reps, allocs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 others = [a for a in ("jemalloc", "mimalloc", "tcmalloc") if a in allocs]
 expect_from = {"glibc": "libc.so", "jemalloc": "jemalloc",
                "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
-               "cidmalloc": "cidmalloc"}
+               "cidmalloc": "cidmalloc", "baseline": "cidmalloc"}
 
 ns = {}      # (alloc, name) -> [ns per pair, one per run]
 order = []   # benchmark names in run order
@@ -55,8 +56,11 @@ print("ns per malloc+free pair (CPU time), median of", reps, "interleaved runs")
 print()
 hdr = ["Benchmark"] + allocs
 has_cmp = "cidmalloc" in allocs and "glibc" in allocs and others
+has_base = "cidmalloc" in allocs and "baseline" in allocs
 if has_cmp:
     hdr += ["cid/glibc", "cid/best other", "goals (≤0.5x glibc, ≤1x best)"]
+if has_base:
+    hdr += ["cid/baseline"]
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
 met_glibc = met_best = rows = 0
@@ -74,6 +78,8 @@ for n in order:
         cells += [f"{rg:.2f}", f"{rb:.2f} ({best_a})",
                   ("met" if ok_g else "NOT met") + " / " +
                   ("met" if ok_b else "NOT met")]
+    if has_base:
+        cells.append(f"{med('cidmalloc', n) / med('baseline', n):.2f}")
     print("| " + " | ".join(cells) + " |")
 if has_cmp:
     print()
@@ -109,6 +115,8 @@ print()
 hdr = ["Rows"] + allocs
 if has_cmp:
     hdr += ["cid/glibc", "cid/best other"]
+if has_base:
+    hdr += ["cid/baseline"]
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
 for label, pick in groups:
@@ -122,4 +130,6 @@ for label, pick in groups:
     if has_cmp:
         cells.append(f"{geomean([med('cidmalloc', n) / med('glibc', n) for n in names]):.2f}")
         cells.append(f"{geomean([med('cidmalloc', n) / min(med(a, n) for a in others) for n in names]):.2f}")
+    if has_base:
+        cells.append(f"{geomean([med('cidmalloc', n) / med('baseline', n) for n in names]):.2f}")
     print("| " + " | ".join(cells) + " |")
