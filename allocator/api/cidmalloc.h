@@ -22,7 +22,7 @@ struct cidmalloc_stats {
   unsigned num_rseq_ids;     /* cids or cpus the slab table covers */
   unsigned slabs;            /* slabs touched: IDs that ever had a cache */
   unsigned max_slab_id;
-  unsigned long long slab_bytes;    /* memory of those slabs */
+  unsigned long long slab_bytes;    /* pages of those slabs written */
   unsigned long long cached_bytes;  /* objects sitting in the caches */
   unsigned long long meta_bytes;    /* allocator metadata mapped */
   int counting;                     /* 1 under CIDMALLOC_STATS=1 */

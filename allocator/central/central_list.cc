@@ -161,8 +161,8 @@ void Release(CentralList* l, Span* s) {
 
 void SetTagPayloads(const uint32_t (&payload)[kNumClasses]) {
   for (int c = 1; c < kNumClasses; ++c) {
-    CIDMALLOC_CHECK(payload[c] <= 0xffff, "span tag payload above 16 bits");
-    g_tags.tag[c] = static_cast<uint32_t>(c) | payload[c] << 16;
+    CIDMALLOC_CHECK(payload[c] < (1u << 24), "span tag payload above 24 bits");
+    g_tags.tag[c] = static_cast<uint32_t>(c) | payload[c] << 8;
   }
 }
 

@@ -28,11 +28,11 @@ namespace cidmalloc::central {
 // (page_heap::LookupSpanTag), so that free() finds what it needs in two
 // loads from the pointer:
 //   bits 0-7    the span's class (never 0 for a span);
-//   bits 16-31  a 16-bit value per class that the layer above registers with
+//   bits 8-31   a 24-bit value per class that the layer above registers with
 //               SetTagPayloads() before the first span is carved; the front
 //               end registers the offset of the class's stack in a slab.
 inline int TagClass(uint32_t tag) { return static_cast<int>(tag & 0xff); }
-inline uint32_t TagPayload(uint32_t tag) { return tag >> 16; }
+inline uint32_t TagPayload(uint32_t tag) { return tag >> 8; }
 void SetTagPayloads(const uint32_t (&payload)[kNumClasses]);
 
 // Takes up to n objects of class `cls` from node `node`'s list into out[].

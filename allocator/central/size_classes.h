@@ -60,7 +60,14 @@ constexpr SizeClassInfo MakeClass(int cls) {
   uint32_t batch = 16 * 1024 / c.size;
   batch = batch < 2 ? 2 : (batch > 32 ? 32 : batch);
   c.batch = static_cast<uint16_t>(batch);
-  uint32_t cap = 4 * batch;
+  // A front-end stack may grow (with demand, within CIDMALLOC_CACHE_BYTES)
+  // to 64 KiB of objects, 1024 at most, and at least 4 batches and 8
+  // objects: a thread that keeps about a thousand small objects of a class
+  // in flight (allocate a batch, free it) then stays in its cache instead
+  // of going to the central list 32 objects at a time.
+  uint32_t cap = 64 * 1024 / c.size;
+  cap = cap > 1024 ? 1024 : cap;
+  if (cap < 4 * batch) cap = 4 * batch;
   c.max_capacity = static_cast<uint16_t>(cap < 8 ? 8 : cap);
   return c;
 }

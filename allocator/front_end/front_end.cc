@@ -57,9 +57,9 @@ void* EnsureSlab(uint32_t id) {
   const int fixed = FixedNode(id);
   hdr->node.store(fixed >= 0 ? fixed : os::CurrentNode(),
                   std::memory_order_relaxed);
-  for (int c = 1; c < kNumClasses; ++c) {
-    StackOf(slab, kLayout.offset[c])->capacity = Class(c).batch;
-  }
+  // The class stacks start with capacity 0 (the zeroed memory): the first
+  // miss of a class grants its first batch (TryGrow), so a slab's pages are
+  // touched only for the classes its threads use.
   StackOf(slab, kLayout.remote_offset)->capacity = kRemoteCapacity;
   g_store[id] = slab;
   ++g_num_slabs;
@@ -79,14 +79,54 @@ void* SlabOf(uint32_t id) {
 // The calling thread's slab, or nullptr (see EnsureSlab).
 void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
 
-// Grows the current ID's capacity for `cls` by a batch if the budget
-// allows.  Returns true if it grew.
+void NotePeak(SlabHeader* hdr, int cls, int64_t capacity) {
+  if (capacity > hdr->peak_capacity[cls].load(std::memory_order_relaxed)) {
+    hdr->peak_capacity[cls].store(static_cast<uint16_t>(capacity),
+                                  std::memory_order_relaxed);
+  }
+}
+
+// The 4 KiB pages of `slab` that may have been written: its header, its
+// remote stack, and each class's stack up to its peak capacity.
+uint64_t TouchedBytes(void* slab) {
+  constexpr uint32_t kPage = 4096;
+  constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;
+  bool touched[kMaxPages] = {};
+  const uintptr_t base = reinterpret_cast<uintptr_t>(slab);
+  auto mark = [&](uint32_t offset, uint64_t bytes) {
+    const uintptr_t first = (base + offset) / kPage - base / kPage;
+    const uintptr_t last = (base + offset + bytes - 1) / kPage - base / kPage;
+    for (uintptr_t p = first; p <= last; ++p) touched[p] = true;
+  };
+  mark(0, kHeaderBytes);
+  mark(kLayout.remote_offset, rseq::Stack::BytesFor(kRemoteCapacity));
+  const SlabHeader* hdr = HeaderOf(slab);
+  for (int c = 1; c < kNumClasses; ++c) {
+    const uint32_t peak =
+        hdr->peak_capacity[c].load(std::memory_order_relaxed);
+    if (peak != 0) mark(kLayout.offset[c], rseq::Stack::BytesFor(peak));
+  }
+  uint64_t pages = 0;
+  for (bool t : touched) pages += t;
+  return pages * kPage;
+}
+
+// Grows the current ID's capacity for `cls`: to its first batch, free of
+// budget, if it has less (a class's first miss); otherwise by a batch if
+// CIDMALLOC_CACHE_BYTES allows.  Returns true if it grew.
 bool TryGrow(void* slab, int cls) {
   const central::SizeClassInfo& c = Class(cls);
   const rseq::Stack* s = StackOf(slab, kLayout.offset[cls]);
   const uint32_t before = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
   if (before >= c.max_capacity) return false;
   SlabHeader* hdr = HeaderOf(slab);
+  if (before < c.batch) {
+    const int64_t first = rseq::AdjustCapacity(
+        g_slabs, kLayout.offset[cls], static_cast<int32_t>(c.batch - before),
+        c.max_capacity);
+    NotePeak(hdr, cls, first);
+    return first > static_cast<int64_t>(before);
+  }
   const int64_t grant = int64_t{c.batch} * c.size;
   if (hdr->extra_bytes.load(std::memory_order_relaxed) + grant >
       static_cast<int64_t>(g_config->cache_bytes)) {
@@ -95,6 +135,7 @@ bool TryGrow(void* slab, int cls) {
   const int64_t after = rseq::AdjustCapacity(g_slabs, kLayout.offset[cls],
                                              c.batch, c.max_capacity);
   if (after <= static_cast<int64_t>(before)) return false;
+  NotePeak(hdr, cls, after);
   hdr->extra_bytes.fetch_add((after - before) * c.size,
                              std::memory_order_relaxed);
   return true;
@@ -298,11 +339,12 @@ void GetStats(Stats* out) {
   os::SpinLockHolder h(&g_lock);
   out->slabs = g_num_slabs;
   out->max_id = g_max_id;
-  out->slab_bytes = uint64_t{g_num_slabs} * kLayout.bytes;
+  out->slab_bytes = 0;
   out->cached_bytes = 0;
   for (uint32_t id = 0; id < kMaxIds; ++id) {
     void* slab = g_store[id];
     if (slab == nullptr) continue;
+    out->slab_bytes += TouchedBytes(slab);
     for (int c = 1; c < kNumClasses; ++c) {
       out->cached_bytes +=
           uint64_t{__atomic_load_n(&StackOf(slab, kLayout.offset[c])->count,

@@ -64,24 +64,23 @@ constexpr SlabLayout MakeLayout() {
   return l;
 }
 inline constexpr SlabLayout kLayout = MakeLayout();
-static_assert(kLayout.bytes <= UINT16_MAX, "stack offsets fit 16 bits");
+static_assert(kLayout.bytes < (1u << 24),
+              "stack offsets fit a span tag's 24-bit payload");
 
 // The stack offset of each size's class, indexed like central::ClassOf, so
 // that malloc's fast path finds the stack with one load from the size
 // instead of two (size -> class -> offset).
 struct OffsetIndex {
-  uint16_t small[65];   // (size + 15) >> 4, size <= 1024
-  uint16_t large[513];  // (size + 127) >> 7
+  uint32_t small[65];   // (size + 15) >> 4, size <= 1024
+  uint32_t large[513];  // (size + 127) >> 7
 };
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
   for (int i = 0; i < 65; ++i) {
-    t.small[i] = static_cast<uint16_t>(
-        kLayout.offset[central::kClasses.small_index[i]]);
+    t.small[i] = kLayout.offset[central::kClasses.small_index[i]];
   }
   for (int i = 0; i < 513; ++i) {
-    t.large[i] = static_cast<uint16_t>(
-        kLayout.offset[central::kClasses.large_index[i]]);
+    t.large[i] = kLayout.offset[central::kClasses.large_index[i]];
   }
   return t;
 }
@@ -107,6 +106,9 @@ struct SlabHeader {
   std::atomic<int64_t> extra_bytes;
   std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
   std::atomic<uint16_t> misses[central::kNumClasses];
+  // The highest capacity each class's stack ever had: its slots beyond
+  // are untouched memory (the slab-bytes statistic counts touched pages).
+  std::atomic<uint16_t> peak_capacity[central::kNumClasses];
 };
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 
@@ -163,7 +165,9 @@ void ForkChild();
 struct Stats {
   uint32_t slabs;          // Slabs allocated (IDs that ever missed).
   uint32_t max_id;         // Highest ID with a slab.
-  uint64_t slab_bytes;     // Memory of those slabs.
+  uint64_t slab_bytes;     // Pages of those slabs ever written: headers,
+                           // and each class's stack up to its peak
+                           // capacity (classes never used stay untouched).
   uint64_t cached_bytes;   // Bytes of objects sitting in the caches.
 };
 void GetStats(Stats* out);
