@@ -16,8 +16,9 @@
 //   offset[cls]                  rseq::Stack, max_capacity(cls) slots
 //   remote_offset                rseq::Stack, kRemoteCapacity slots
 //
-// Capacity: a class starts at one batch and grows by a batch on each miss
-// (up to its max_capacity) while the capacity the slab was granted beyond
+// Capacity: a class starts at 0 (its stack's memory untouched), gets one
+// batch on its first miss, and grows by a batch on each further miss (up to
+// its max_capacity) while the capacity the slab was granted beyond
 // those initial batches stays within CIDMALLOC_CACHE_BYTES; every
 // kSweepEvents slow-path events, classes that did not miss shrink by a
 // batch and give the excess back.

@@ -56,6 +56,10 @@ def parse_args(argv):
                    "--quick: 1)")
     p.add_argument("--allocators", metavar="A,B",
                    help="subset and order (default: " + ",".join(workloads.ALLOCATORS) + ")")
+    p.add_argument("--previous-lib", metavar="SO",
+                   help="an older libcidmalloc.so, run as allocator "
+                   "'previous' next to the others (a change measured side by "
+                   "side; the report shows it like any allocator)")
     p.add_argument("--out", metavar="DIR",
                    help="where latest.md/.json/.svg go (default: docs/benchmarks/, "
                    "--quick: a new directory under $TMPDIR)")
@@ -113,6 +117,8 @@ class Bench:
         self.nruns = args.runs or (1 if args.quick else DEFAULT_RUNS)
         self.timeout = args.timeout or TIMEOUT[self.size]
         self.selected = workloads.select(args.only)
+        if args.previous_lib:
+            workloads.ALLOCATORS["previous"] = (os.path.abspath(args.previous_lib), "")
         names = args.allocators.split(",") if args.allocators else list(workloads.ALLOCATORS)
         for a in names:
             if a not in workloads.ALLOCATORS:

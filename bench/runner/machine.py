@@ -82,6 +82,8 @@ def collect(root, allocators, allocator_table):
             libs.append(f"{a}: no preload ({pkg} {package_version(pkg)})")
         elif pkg:
             libs.append(f"{a}: {lib} ({pkg} {package_version(pkg)})")
+        elif lib.startswith("/"):
+            libs.append(f"{a}: {lib}")  # --previous-lib
         else:
             libs.append(f"{a}: bazel-bin/{lib}")
     model = _first("/proc/cpuinfo", r"model name\s*:(.*)")
