@@ -26,6 +26,9 @@ constexpr KnobInfo kKnobs[] = {
      "free bytes a node keeps before returning memory to the OS"},
     {"CIDMALLOC_RELEASE_METHOD", "dontneed|free", "dontneed",
      "madvise advice used to return memory (MADV_DONTNEED or MADV_FREE)"},
+    {"CIDMALLOC_HUGE_PAGES", "on|off", "on",
+     "ask for transparent huge pages (MADV_HUGEPAGE) on allocations with a "
+     "mapping of their own (over 2 MiB)"},
     {"CIDMALLOC_STATS", "0|1", "0",
      "print a summary on stderr at exit and count front-end hits"},
 };
@@ -114,6 +117,15 @@ void LoadConfig(Config* c) {
       c->release_threshold = bytes;
     } else {
       Invalid("CIDMALLOC_RELEASE_BYTES", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_HUGE_PAGES")) {
+    if (strcmp(v, "on") == 0) {
+      c->huge_pages = true;
+    } else if (strcmp(v, "off") == 0) {
+      c->huge_pages = false;
+    } else {
+      Invalid("CIDMALLOC_HUGE_PAGES", v);
     }
   }
   if (const char* v = GetKnob("CIDMALLOC_STATS")) {

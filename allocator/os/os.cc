@@ -79,6 +79,13 @@ bool ReleasePages(void* p, size_t size, ReleaseMethod method) {
   return r == 0;
 }
 
+bool AdviseHugePages(void* p, size_t size) {
+  const int saved = errno;
+  const long r = syscall(SYS_madvise, p, size, MADV_HUGEPAGE);
+  errno = saved;
+  return r == 0;
+}
+
 bool BindToNode(void* p, size_t size, int node, NumaPolicy policy) {
   if (policy == NumaPolicy::kOff) return true;
   if (node < 0 || node >= kMaxNodeBits) return false;

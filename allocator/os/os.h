@@ -32,6 +32,11 @@ void* Remap(void* p, size_t old_size, size_t new_size, RemapKind kind,
 // contents (MADV_FREE) afterwards.
 bool ReleasePages(void* p, size_t size, ReleaseMethod method);
 
+// Asks for transparent huge pages on [p, p+size) (MADV_HUGEPAGE), which
+// must be 2 MiB-aligned.  Returns false where the kernel refuses (no THP,
+// or THP disabled); the range then keeps 4 KiB pages.
+bool AdviseHugePages(void* p, size_t size);
+
 // Binds [p, p+size) to `node` with the given policy (mbind(2)).  Returns
 // false (and leaves the range unbound) if the kernel refuses, e.g. for a
 // node that does not exist.

@@ -35,7 +35,7 @@ constexpr size_t kGiB = kMiB * 1024;
 const char* const kAllKnobs[] = {
     "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_RSEQ_NODE_IDS", "CIDMALLOC_NUMA_POLICY",
     "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_RELEASE_BYTES",
-    "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_STATS",
+    "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS",
 };
 
 class ConfigTest : public testing::Test {
@@ -72,6 +72,7 @@ class ConfigTest : public testing::Test {
     EXPECT_EQ(c.release_method, d.release_method);
     EXPECT_EQ(c.cache_bytes, d.cache_bytes);
     EXPECT_EQ(c.release_threshold, d.release_threshold);
+    EXPECT_EQ(c.huge_pages, d.huge_pages);
     EXPECT_EQ(c.stats, d.stats);
   }
 };
@@ -117,6 +118,22 @@ TEST_F(ConfigTest, ReleaseMethod) {
     SCOPED_TRACE(bad);
     ExpectWarning(Load("CIDMALLOC_RELEASE_METHOD", bad, &c),
                   "CIDMALLOC_RELEASE_METHOD", bad);
+    ExpectDefaults(c);
+  }
+}
+
+TEST_F(ConfigTest, HugePages) {
+  Config c;
+  EXPECT_TRUE(c.huge_pages);
+  EXPECT_EQ(Load("CIDMALLOC_HUGE_PAGES", "off", &c), "");
+  EXPECT_FALSE(c.huge_pages);
+  EXPECT_EQ(Load("CIDMALLOC_HUGE_PAGES", "on", &c), "");
+  EXPECT_TRUE(c.huge_pages);
+  for (const char* bad : {"", "ON", "1", "yes", "off "}) {
+    SCOPED_TRACE(bad);
+    c.huge_pages = false;
+    ExpectWarning(Load("CIDMALLOC_HUGE_PAGES", bad, &c),
+                  "CIDMALLOC_HUGE_PAGES", bad);
     ExpectDefaults(c);
   }
 }
