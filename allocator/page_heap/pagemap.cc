@@ -8,6 +8,7 @@ namespace cidmalloc::page_heap {
 
 constinit std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
 constinit std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits];
+constinit SpanTagHint g_span_tag_hint;
 
 namespace {
 // Serialises leaf creation (both maps) and pagemap entry updates.
@@ -47,6 +48,13 @@ bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
   // Release: the zeroed leaf is visible before the pointer to it; pairs
   // with the acquire load in LookupSpanTag().
   slot.store(leaf, std::memory_order_release);
+  if (g_span_tag_hint.leaf.load(std::memory_order_relaxed) == nullptr) {
+    g_span_tag_hint.leaf.store(leaf, std::memory_order_relaxed);
+    // Release: `leaf` (and the zeroed leaf) before `region`; pairs with the
+    // acquire loads in LookupSpanTag().
+    g_span_tag_hint.region.store(chunk_base >> kSpanLeafShift,
+                                 std::memory_order_release);
+  }
   return true;
 }
 

@@ -9,15 +9,18 @@
 // initialised.
 //
 // The span map: address -> the 32-bit tag of the small-object span that
-// holds it, 0 if none.  It is free()'s fast path: the tag is two dependent
-// loads from the pointer (root, then the tag itself), where the pagemap
-// would take three (root, leaf, ChunkInfo::page_class).  Small-object spans
-// are at least 64 KiB and aligned to their size (chunk.h), so one tag per
-// 64 KiB slot suffices.  A leaf covers 1 GiB (16,384 slots, 64 KiB of
-// tags); the root is 1 MiB of zero-initialised .bss, touched one 4 KiB page
-// per 512 GiB of address space in use.  The page heap creates a chunk's
-// leaf when it maps the chunk, so setting a tag never allocates.  The value
-// is opaque here: the central layer, which owns the spans, defines it.
+// holds it, 0 if none.  It is free()'s fast path.  Small-object spans are
+// at least 64 KiB and aligned to their size (chunk.h), so one tag per
+// 64 KiB slot suffices.  A leaf covers 16 GiB (262,144 slots, 1 MiB of
+// tags, written only where spans are); the root is 64 KiB of
+// zero-initialised .bss.  The leaf of the first chunk the heap maps is also
+// the "primary" leaf: a pointer in its 16 GiB finds its tag with one load
+// whose address depends on the pointer (the leaf pointer is loaded
+// independently, behind a predicted comparison), where the root would add
+// a second dependent load (and the pagemap two: leaf, page_class).  Other
+// pointers go through the root.  The page heap creates a chunk's leaf when
+// it maps the chunk, so setting a tag never allocates.  The value is
+// opaque here: the central layer, which owns the spans, defines it.
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 
@@ -57,7 +60,7 @@ bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info);
 
 // ---- The span map ----------------------------------------------------------
 inline constexpr int kSpanTagShift = kPageShift + kSpanSlotShift;  // 64 KiB
-inline constexpr int kSpanLeafShift = 30;                          // 1 GiB
+inline constexpr int kSpanLeafShift = 34;                          // 16 GiB
 inline constexpr int kSpanRootBits = kAddressBits - kSpanLeafShift;
 inline constexpr int kSpanLeafBits = kSpanLeafShift - kSpanTagShift;
 
@@ -67,16 +70,33 @@ struct SpanTagLeaf {
 extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
     CIDMALLOC_HIDDEN;
 
+// The primary leaf: `region` (an address >> kSpanLeafShift; ~0 until the
+// first leaf exists) and its leaf.  Written once, under the pagemap lock:
+// `leaf` first, then `region` with a release store.
+struct SpanTagHint {
+  std::atomic<uintptr_t> region{~uintptr_t{0}};
+  std::atomic<SpanTagLeaf*> leaf{nullptr};
+};
+extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
+
 // The tag of the span holding `p`; 0 if `p` is in no small-object span
 // (a large allocation, a free span, or memory the allocator never mapped).
 // Relaxed: a caller that owns an object of the span got the pointer through
 // some synchronisation that happens after the span's tag was set.
 inline uint32_t LookupSpanTag(uintptr_t p) {
-  if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
-  // Acquire: pairs with the release store in EnsureSpanTagLeaf().
-  SpanTagLeaf* leaf =
-      g_span_tag_root[p >> kSpanLeafShift].load(std::memory_order_acquire);
-  if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
+  const uintptr_t region = p >> kSpanLeafShift;
+  SpanTagLeaf* leaf;
+  // Acquire (plain moves on x86-64): a reader that sees `region` sees
+  // `leaf`; pairs with the release store in EnsureSpanTagLeaf().
+  if (CIDMALLOC_LIKELY(region == g_span_tag_hint.region.load(
+                                     std::memory_order_acquire))) {
+    leaf = g_span_tag_hint.leaf.load(std::memory_order_acquire);
+  } else {
+    if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
+    // Acquire: pairs with the release store in EnsureSpanTagLeaf().
+    leaf = g_span_tag_root[region].load(std::memory_order_acquire);
+    if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
+  }
   return leaf->tag[(p >> kSpanTagShift) & ((1u << kSpanLeafBits) - 1)].load(
       std::memory_order_relaxed);
 }
