@@ -75,6 +75,12 @@ void* Realloc(void* p, size_t size) {
   }
   void* q = Alloc(size);
   if (q == nullptr) return nullptr;  // errno is ENOMEM; p is untouched.
+  if (size > old && size > cidmalloc::page_heap::kChunkSize) {
+    // A growing buffer moved into a mapping of its own: huge pages, before
+    // the copy faults it in.
+    cidmalloc::page_heap::AdviseGrowing(
+        cidmalloc::page_heap::LookupChunk(reinterpret_cast<uintptr_t>(q)));
+  }
   memcpy(q, p, size < old ? size : old);
   Free(p);
   return q;

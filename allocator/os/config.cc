@@ -27,8 +27,8 @@ constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_RELEASE_METHOD", "dontneed|free", "dontneed",
      "madvise advice used to return memory (MADV_DONTNEED or MADV_FREE)"},
     {"CIDMALLOC_HUGE_PAGES", "on|off", "on",
-     "ask for transparent huge pages (MADV_HUGEPAGE) on allocations with a "
-     "mapping of their own (over 2 MiB)"},
+     "ask for transparent huge pages (MADV_HUGEPAGE) on buffers realloc "
+     "grows beyond 2 MiB"},
     {"CIDMALLOC_STATS", "0|1", "0",
      "print a summary on stderr at exit and count front-end hits"},
 };

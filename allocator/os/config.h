@@ -23,7 +23,7 @@ struct Config {
   // Free, still-committed bytes a node's page heap keeps before it returns
   // memory to the OS.
   size_t release_threshold = size_t{32} << 20;
-  // MADV_HUGEPAGE on huge allocations (mappings of their own).
+  // MADV_HUGEPAGE on buffers realloc grows beyond a chunk.
   bool huge_pages = true;
   bool stats = false;
 };

@@ -2,10 +2,20 @@
 // (more than a chunk, or aligned beyond one).
 //
 // Each is mmap'ed, rounded to whole chunks so that no other allocation
-// shares its pagemap entries, advised to use transparent huge pages
-// (CIDMALLOC_HUGE_PAGES), bound to its node, and unmapped when freed.
+// shares its pagemap entries, bound to its node, and unmapped when freed.
 // realloc resizes a mapping with mremap (ResizeHuge), moving its pages
 // instead of copying them.
+//
+// Transparent huge pages (CIDMALLOC_HUGE_PAGES): a mapping that realloc
+// grows, or that realloc moves a growing buffer into, is advised
+// MADV_HUGEPAGE: one fault per 2 MiB instead of 512 (realloc_growth: 555 k
+// faults -> 6 k, half the time, +3 MB peak RSS).  A buffer grown by
+// realloc is being filled; a fresh malloc may be used sparsely, where a
+// huge page would make up to 2 MiB resident for a few bytes.  Advising
+// every mapping at creation also made the fragmentation workload 1.35x
+// slower here (each 2 MiB fault of fresh guest memory costs the VM ~3 ms)
+// and 1.7 % larger, for no gain (docs/benchmarks.md, tuning log).  mremap
+// keeps the advice when ResizeHuge grows or moves the mapping.
 //
 // (A cache of freed mappings for reuse was tried: no time gained on the
 // realloc_growth and fragmentation workloads, 19 MB more peak RSS.)
@@ -51,14 +61,6 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   info->node = static_cast<uint8_t>(node);
   info->huge_bytes = map_bytes;
   info->huge_requested = bytes;
-  // One fault per 2 MiB instead of 512 (realloc_growth: 555 k faults ->
-  // 6 k, half the time), for up to 2 MiB more RSS when the request leaves
-  // most of the last 2 MiB unused.  Advising only mappings whose last 2 MiB
-  // the request fills (at most 512 KiB beyond it) kept 436 k of the faults
-  // (docs/benchmarks.md, tuning log); advising only the filled blocks would
-  // split the mapping into two VMAs, which mremap cannot resize as one.
-  // mremap keeps the advice when ResizeHuge grows or moves the mapping.
-  if (g_config->huge_pages) os::AdviseHugePages(mem, map_bytes);
   bool bound = true;
   if (os::NumNodes() > 1) {
     bound = os::BindToNode(mem, map_bytes, node, g_config->numa_policy);
@@ -91,6 +93,14 @@ void FreeHuge(ChunkInfo* c, uintptr_t p) {
     h->mapped_bytes -= c->huge_bytes;
   }
   UnmapHuge(c);
+}
+
+void AdviseGrowing(ChunkInfo* c) {
+  // The whole mapping: advising part of it would split it into two VMAs,
+  // which mremap cannot resize as one.
+  if (c->kind == ChunkKind::kHuge && g_config->huge_pages) {
+    os::AdviseHugePages(reinterpret_cast<void*>(c->base), c->huge_bytes);
+  }
 }
 
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
@@ -150,6 +160,9 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
   if (os::NumNodes() > 1) {
     os::BindToNode(reinterpret_cast<void*>(base), new_bytes, c->node,
                    g_config->numa_policy);
+  }
+  if (new_bytes > old_bytes && g_config->huge_pages) {
+    os::AdviseHugePages(reinterpret_cast<void*>(base), new_bytes);
   }
   NodeHeap* h = &g_heaps[c->node];
   {

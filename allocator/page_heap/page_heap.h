@@ -49,6 +49,11 @@ bool ResizeRun(ChunkInfo* chunk, uintptr_t p, size_t bytes);
 // reservation.  Returns the (possibly new) address, or nullptr if the
 // caller must allocate and copy.  The caller owns p (realloc).
 void* ResizeHuge(ChunkInfo* chunk, uintptr_t p, size_t bytes);
+// The mapping of its own that starts at p (chunk->kind kHuge) is a buffer
+// realloc grows: asks for transparent huge pages on all of it
+// (CIDMALLOC_HUGE_PAGES), before the caller copies into it.  ResizeHuge
+// does this itself when it grows a mapping.
+void AdviseGrowing(ChunkInfo* chunk);
 // Usable bytes of the large allocation starting at p, or 0 if p is not the
 // start of a live large allocation.
 size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);

@@ -1,11 +1,11 @@
 // tests/allocator/huge_pages_test.cc: CIDMALLOC_HUGE_PAGES.
 //
-// An allocation over 2 MiB gets a mapping of its own, rounded up to 2 MiB;
-// with the knob on (the default) that mapping is advised MADV_HUGEPAGE,
-// which /proc/self/smaps shows as the "hg" VmFlag, and keeps it when
-// realloc grows or moves it with mremap.  With the knob off no mapping of
-// the heap carries the flag.  Page-heap chunks (small and large
-// allocations) are never advised.
+// An allocation over 2 MiB gets a mapping of its own, rounded up to 2 MiB.
+// With the knob on (the default) a mapping that realloc grows, or that
+// realloc moves a growing buffer into, is advised MADV_HUGEPAGE, which
+// /proc/self/smaps shows as the "hg" VmFlag, and keeps it across mremap.
+// A fresh malloc is not advised, nor are page-heap chunks (small and large
+// allocations).  With the knob off no mapping of the heap carries the flag.
 //
 // Built twice (BUILD): huge_pages_on_test (no knob) and huge_pages_off_test
 // (CIDMALLOC_HUGE_PAGES=off); EXPECT_HUGE says which this binary is.
@@ -75,27 +75,25 @@ class HugePagesTest : public testing::Test {
   }
 };
 
-TEST_F(HugePagesTest, MappingOfItsOwnFollowsTheKnob) {
-  // A whole number of 2 MiB blocks, and half a block more.
+TEST_F(HugePagesTest, FreshMappingIsNotAdvised) {
   for (size_t n : {6 * kMiB, 5 * kMiB}) {
     SCOPED_TRACE(n);
     void* p = malloc(n);
     ASSERT_NE(p, nullptr);
     ASSERT_EQ(KindOf(p), BlockKind::kHuge);
     ASSERT_NE(VmFlagsOf(p), "") << "no mapping found for " << p;
-    EXPECT_EQ(Advised(p), EXPECT_HUGE == 1) << "VmFlags:" << VmFlagsOf(p);
-    memset(p, 0x33, n);
+    EXPECT_FALSE(Advised(p)) << "VmFlags:" << VmFlagsOf(p);
     free(p);
   }
 }
 
-TEST_F(HugePagesTest, AdviceSurvivesReallocGrowth) {
+TEST_F(HugePagesTest, ReallocGrowthOfAMappingAdvisesIt) {
   void* p = malloc(3 * kMiB);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(Advised(p), EXPECT_HUGE == 1) << "VmFlags:" << VmFlagsOf(p);
+  ASSERT_EQ(KindOf(p), BlockKind::kHuge);
+  EXPECT_FALSE(Advised(p)) << "VmFlags:" << VmFlagsOf(p);
   memset(p, 0x44, 3 * kMiB);
-  // Grows past the pages after it sooner or later: in place or moved, the
-  // mapping keeps its flags (mremap carries the VMA's).
+  // In place or moved by mremap, the mapping is advised and stays so.
   for (size_t n = 6 * kMiB; n <= 48 * kMiB; n *= 2) {
     p = realloc(p, n);
     ASSERT_NE(p, nullptr);
@@ -103,6 +101,19 @@ TEST_F(HugePagesTest, AdviceSurvivesReallocGrowth) {
         << n / kMiB << " MiB, VmFlags:" << VmFlagsOf(p);
     EXPECT_EQ(static_cast<unsigned char*>(p)[3 * kMiB - 1], 0x44);
   }
+  free(p);
+}
+
+TEST_F(HugePagesTest, ReallocMovingARunIntoAMappingAdvisesIt) {
+  void* p = malloc(kMiB);  // A page run of the page heap.
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(KindOf(p), BlockKind::kLarge);
+  memset(p, 0x55, kMiB);
+  p = realloc(p, 4 * kMiB);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(KindOf(p), BlockKind::kHuge);
+  EXPECT_EQ(Advised(p), EXPECT_HUGE == 1) << "VmFlags:" << VmFlagsOf(p);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[kMiB - 1], 0x55);
   free(p);
 }
 
