@@ -207,7 +207,7 @@ size_t UsableSize(const char* who, void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
   if (chunk == nullptr) Fatal(who, ptr);
-  const int cls = chunk->page_class[page_heap::PageIndex(p)];
+  const int cls = central::ClassOfAddress(p);
   if (cls != 0) {
     if (!central::IsObjectStart(p, cls)) Fatal(who, ptr);
     if (static_cast<uintptr_t*>(ptr)[1] == (p ^ g_cookie)) DoubleFree(who, ptr);

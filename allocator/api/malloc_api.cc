@@ -56,7 +56,7 @@ void* ResizeLarge(void* ptr, size_t size) {
   if (chunk->kind == ph::ChunkKind::kHuge) {
     return size > ph::kChunkSize ? ph::ResizeHuge(chunk, p, size) : nullptr;
   }
-  if (chunk->page_class[ph::PageIndex(p)] != 0) return nullptr;  // Small.
+  if (cidmalloc::central::ClassOfAddress(p) != 0) return nullptr;  // Small.
   return ph::ResizeRun(chunk, p, size) ? ptr : nullptr;
 }
 

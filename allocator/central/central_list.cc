@@ -123,13 +123,7 @@ Span* Grow(CentralList* l, int node, int cls) {
   s->capacity = c.limit / c.size;
   s->cls = static_cast<uint8_t>(cls);
   chunk->span_meta[SpanSlot(start)] = s;
-  const uint32_t first = PageIndex(start);
-  const uint32_t pages = c.span_bytes >> kPageShift;
-  for (uint32_t p = first; p < first + pages; ++p) {
-    // Published to free() through the objects handed out (see chunk.h).
-    __atomic_store_n(&chunk->page_class[p], static_cast<uint8_t>(cls),
-                     __ATOMIC_RELEASE);
-  }
+  // Published to free() through the objects handed out (see pagemap.h).
   page_heap::SetSpanTags(start, c.span_bytes, g_tags.tag[cls]);
   Link(l, s);
   ++l->spans;
@@ -146,12 +140,7 @@ void Release(CentralList* l, Span* s) {
   --l->spans;
   l->free_objects -= s->capacity;
   l->total_objects -= s->capacity;
-  const uint32_t first = PageIndex(s->start);
-  const uint32_t pages = c.span_bytes >> kPageShift;
   page_heap::SetSpanTags(s->start, c.span_bytes, 0);
-  for (uint32_t p = first; p < first + pages; ++p) {
-    __atomic_store_n(&s->chunk->page_class[p], uint8_t{0}, __ATOMIC_RELEASE);
-  }
   s->chunk->span_meta[SpanSlot(s->start)] = nullptr;
   page_heap::FreeSpan(s->chunk, s->start, OrderOfSpan(s->cls));
   DeleteSpanRecord(s);

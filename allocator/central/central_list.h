@@ -20,6 +20,7 @@
 
 #include "allocator/central/size_classes.h"
 #include "allocator/page_heap/chunk.h"
+#include "allocator/page_heap/pagemap.h"
 
 namespace cidmalloc::central {
 
@@ -33,6 +34,11 @@ namespace cidmalloc::central {
 //               end registers the offset of the class's stack in a slab.
 inline int TagClass(uint32_t tag) { return static_cast<int>(tag & 0xff); }
 inline uint32_t TagPayload(uint32_t tag) { return tag >> 8; }
+// The class of the small-object span that holds `p`; 0 if none (a large
+// allocation, free pages, or memory the allocator never mapped).
+inline int ClassOfAddress(uintptr_t p) {
+  return TagClass(page_heap::LookupSpanTag(p));
+}
 void SetTagPayloads(const uint32_t (&payload)[kNumClasses]);
 
 // Takes up to n objects of class `cls` from node `node`'s list into out[].

@@ -145,13 +145,11 @@ bool TryGrow(void* slab, int cls) {
 void InsertMixed(void** objs, uint32_t n) {
   void* group[kRemoteCapacity];
   while (n > 0) {
-    const int cls = page_heap::LookupChunk(reinterpret_cast<uintptr_t>(objs[0]))
-                        ->page_class[page_heap::PageIndex(
-                            reinterpret_cast<uintptr_t>(objs[0]))];
+    const int cls =
+        central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[0]));
     uint32_t g = 0, keep = 0;
     for (uint32_t i = 0; i < n; ++i) {
-      const uintptr_t p = reinterpret_cast<uintptr_t>(objs[i]);
-      const int c = page_heap::LookupChunk(p)->page_class[page_heap::PageIndex(p)];
+      const int c = central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[i]));
       if (c == cls && g < kRemoteCapacity) {
         group[g++] = objs[i];
       } else {

@@ -61,12 +61,9 @@ struct ChunkInfo {
 
   // --- Small-object spans (owned by the central layer): written under the
   // central list lock of the span's (node, class) when a span is carved or
-  // returned, read without a lock by free() of a pointer the program owns.
-  // page_class[p]: size class of page p's span, 0 if p is not in a span.
-  // (free()'s fast path reads the span map instead, pagemap.h, whose tags
-  // the central layer writes alongside.)
-  uint8_t page_class[kPagesPerChunk];
-  // The central layer's record of the span starting at slot s (page s<<3).
+  // returned.  (Which class a page belongs to is in the span map,
+  // pagemap.h.)  The central layer's record of the span starting at slot s
+  // (page s<<3).
   void* span_meta[kSpanSlots];
 };
 

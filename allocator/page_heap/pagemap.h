@@ -17,7 +17,7 @@
 // the "primary" leaf: a pointer in its 16 GiB finds its tag with one load
 // whose address depends on the pointer (the leaf pointer is loaded
 // independently, behind a predicted comparison), where the root would add
-// a second dependent load (and the pagemap two: leaf, page_class).  Other
+// a second dependent load (and the pagemap two: leaf, ChunkInfo).  Other
 // pointers go through the root.  The page heap creates a chunk's leaf when
 // it maps the chunk, so setting a tag never allocates.  The value is
 // opaque here: the central layer, which owns the spans, defines it.

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "allocator/api/alloc.h"
+#include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
 #include "allocator/page_heap/chunk.h"
 #include "allocator/page_heap/pagemap.h"
@@ -32,7 +33,7 @@ inline BlockKind KindOf(const void* ptr) {
   const ChunkInfo* c = LookupChunk(p);
   if (c == nullptr) return BlockKind::kNotOurs;
   if (c->kind == ChunkKind::kHuge) return BlockKind::kHuge;
-  if (c->page_class[PageIndex(p)] != 0) return BlockKind::kSmall;
+  if (cidmalloc::central::ClassOfAddress(p) != 0) return BlockKind::kSmall;
   if (c->run_pages[PageIndex(p)] != 0) return BlockKind::kLarge;
   return BlockKind::kFreePages;
 }
@@ -41,8 +42,7 @@ inline BlockKind KindOf(const void* ptr) {
 inline int ClassOfPointer(const void* ptr) {
   using namespace cidmalloc::page_heap;
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  const ChunkInfo* c = LookupChunk(p);
-  return c == nullptr ? 0 : c->page_class[PageIndex(p)];
+  return cidmalloc::central::ClassOfAddress(p);
 }
 
 // The node whose chunk holds `ptr`, or -1.
@@ -64,8 +64,7 @@ inline bool LooksFreed(void* ptr) {
   const ChunkInfo* c = LookupChunk(p);
   if (c == nullptr) return true;  // A huge mapping, unmapped.
   if (c->kind == ChunkKind::kHuge) return false;
-  const int cls = c->page_class[PageIndex(p)];
-  if (cls != 0) {
+  if (cidmalloc::central::ClassOfAddress(p) != 0) {
     return static_cast<volatile uintptr_t*>(ptr)[1] ==
            (p ^ cidmalloc::api::g_cookie);
   }
