@@ -161,9 +161,6 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
     os::BindToNode(reinterpret_cast<void*>(base), new_bytes, c->node,
                    g_config->numa_policy);
   }
-  if (new_bytes > old_bytes && g_config->huge_pages) {
-    os::AdviseHugePages(reinterpret_cast<void*>(base), new_bytes);
-  }
   NodeHeap* h = &g_heaps[c->node];
   {
     os::SpinLockHolder hold(&h->lock);
@@ -173,6 +170,7 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
   c->base = base;
   c->huge_bytes = new_bytes;
   c->huge_requested = bytes;
+  if (new_bytes > old_bytes) AdviseGrowing(c);
   return reinterpret_cast<void*>(base);
 }
 
