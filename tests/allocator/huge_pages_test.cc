@@ -46,8 +46,7 @@ std::string VmFlagsOf(const void* p) {
   std::string flags;
   while (fgets(line, sizeof line, f) != nullptr) {
     unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') != nullptr &&
-        strncmp(line, "VmFlags", 7) != 0) {
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // A mapping's first line.
       inside = a >= lo && a < hi;
       continue;
     }
