@@ -8,6 +8,7 @@ namespace cidmalloc::page_heap {
 
 constinit std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
 constinit std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits];
+constinit SpanTagLeaf g_no_span_tags;  // .bss, read-only by convention.
 constinit SpanTagHint g_span_tag_hint;
 
 namespace {
@@ -48,12 +49,14 @@ bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
   // Release: the zeroed leaf is visible before the pointer to it; pairs
   // with the acquire load in LookupSpanTag().
   slot.store(leaf, std::memory_order_release);
-  if (g_span_tag_hint.leaf.load(std::memory_order_relaxed) == nullptr) {
+  if (g_span_tag_hint.leaf.load(std::memory_order_relaxed) ==
+      &g_no_span_tags) {
     g_span_tag_hint.leaf.store(leaf, std::memory_order_relaxed);
-    // Release: `leaf` (and the zeroed leaf) before `region`; pairs with the
+    // Release: `leaf` (and the zeroed leaf) before `base`; pairs with the
     // acquire loads in LookupSpanTag().
-    g_span_tag_hint.region.store(chunk_base >> kSpanLeafShift,
-                                 std::memory_order_release);
+    g_span_tag_hint.base.store(
+        chunk_base & ~((uintptr_t{1} << kSpanLeafShift) - 1),
+        std::memory_order_release);
   }
   return true;
 }

@@ -70,12 +70,15 @@ struct SpanTagLeaf {
 extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
     CIDMALLOC_HIDDEN;
 
-// The primary leaf: `region` (an address >> kSpanLeafShift; ~0 until the
-// first leaf exists) and its leaf.  Written once, under the pagemap lock:
-// `leaf` first, then `region` with a release store.
+// The primary leaf: `base` (the first address of its 16 GiB region) and
+// its leaf.  Until the first leaf exists, base is 2^63 (non-canonical) and
+// leaf an all-zero leaf that is never written, so that even a garbage
+// pointer in that window finds tag 0.  Written once, under the pagemap
+// lock: `leaf` first, then `base` with a release store.
+extern SpanTagLeaf g_no_span_tags CIDMALLOC_HIDDEN;
 struct SpanTagHint {
-  std::atomic<uintptr_t> region{~uintptr_t{0}};
-  std::atomic<SpanTagLeaf*> leaf{nullptr};
+  std::atomic<uintptr_t> base{uintptr_t{1} << 63};
+  std::atomic<SpanTagLeaf*> leaf{&g_no_span_tags};
 };
 extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
 
@@ -83,20 +86,23 @@ extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
 // (a large allocation, a free span, or memory the allocator never mapped).
 // Relaxed: a caller that owns an object of the span got the pointer through
 // some synchronisation that happens after the span's tag was set.
+// In the primary region: subtract, shift, one unsigned comparison, and the
+// tag load (the leaf pointer is loaded off the pointer's dependency chain).
 inline uint32_t LookupSpanTag(uintptr_t p) {
-  const uintptr_t region = p >> kSpanLeafShift;
+  // Acquire (plain moves on x86-64): a reader that sees `base` sees `leaf`;
+  // pairs with the release store in EnsureSpanTagLeaf().
+  const uintptr_t slot =
+      (p - g_span_tag_hint.base.load(std::memory_order_acquire)) >>
+      kSpanTagShift;
   SpanTagLeaf* leaf;
-  // Acquire (plain moves on x86-64): a reader that sees `region` sees
-  // `leaf`; pairs with the release store in EnsureSpanTagLeaf().
-  if (CIDMALLOC_LIKELY(region == g_span_tag_hint.region.load(
-                                     std::memory_order_acquire))) {
+  if (CIDMALLOC_LIKELY(slot < (uintptr_t{1} << kSpanLeafBits))) {
     leaf = g_span_tag_hint.leaf.load(std::memory_order_acquire);
-  } else {
-    if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
-    // Acquire: pairs with the release store in EnsureSpanTagLeaf().
-    leaf = g_span_tag_root[region].load(std::memory_order_acquire);
-    if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
+    return leaf->tag[slot].load(std::memory_order_relaxed);
   }
+  if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
+  // Acquire: pairs with the release store in EnsureSpanTagLeaf().
+  leaf = g_span_tag_root[p >> kSpanLeafShift].load(std::memory_order_acquire);
+  if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
   return leaf->tag[(p >> kSpanTagShift) & ((1u << kSpanLeafBits) - 1)].load(
       std::memory_order_relaxed);
 }

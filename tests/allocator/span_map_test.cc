@@ -15,6 +15,7 @@
 namespace {
 
 using cidmalloc::page_heap::EnsureSpanTagLeaf;
+using cidmalloc::page_heap::g_no_span_tags;
 using cidmalloc::page_heap::g_span_tag_hint;
 using cidmalloc::page_heap::kSpanLeafShift;
 using cidmalloc::page_heap::LookupSpanTag;
@@ -43,12 +44,17 @@ void CheckSpan(uintptr_t start, uintptr_t bytes, uint32_t tag) {
 }
 
 TEST(SpanMap, PrimaryAndRootLeavesAgree) {
-  ASSERT_EQ(g_span_tag_hint.leaf.load(), nullptr) << "a leaf exists already";
+  ASSERT_EQ(g_span_tag_hint.leaf.load(), &g_no_span_tags)
+      << "a leaf exists already";
   EXPECT_EQ(LookupSpanTag(kPrimary), 0u) << "no leaf yet";
+  // The placeholder window (2^63 up) answers 0 too.
+  EXPECT_EQ(LookupSpanTag(uintptr_t{1} << 63), 0u);
+  EXPECT_EQ(LookupSpanTag((uintptr_t{1} << 63) + kRegion - 1), 0u);
+  EXPECT_EQ(LookupSpanTag(0), 0u);
   ASSERT_TRUE(EnsureSpanTagLeaf(kPrimary));
-  EXPECT_EQ(g_span_tag_hint.region.load(), kPrimary >> kSpanLeafShift);
+  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1));
   ASSERT_TRUE(EnsureSpanTagLeaf(kPrimary + 64 * 1024 * kKiB));  // Same leaf.
-  EXPECT_EQ(g_span_tag_hint.region.load(), kPrimary >> kSpanLeafShift);
+  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1));
 
   // The primary leaf, without the root.
   CheckSpan(kPrimary + 64 * kKiB, 128 * kKiB, 0x1234);
@@ -57,7 +63,7 @@ TEST(SpanMap, PrimaryAndRootLeavesAgree) {
   // Another region: nothing until its leaf exists, then the root's leaf.
   EXPECT_EQ(LookupSpanTag(kOther + 64 * kKiB), 0u);
   ASSERT_TRUE(EnsureSpanTagLeaf(kOther));
-  EXPECT_EQ(g_span_tag_hint.region.load(), kPrimary >> kSpanLeafShift)
+  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1))
       << "the primary leaf never changes";
   CheckSpan(kOther + 192 * kKiB, 64 * kKiB, 7);
 
