@@ -13,6 +13,12 @@
 //                 sched_getcpu() + an atomic add on a padded per-cpu slot,
 //                 (and the vDSO's getcpu() + the same), and one shared
 //                 atomic, with 1 and 2 threads.
+//   BM_Stack_*    a pop and a push back, each a call of its own (as malloc
+//                 and free are): the allocator's per-ID stack critical
+//                 sections, against a thread-local array stack and a
+//                 thread-local linked free list without rseq.  The floor
+//                 under a cache's malloc+free pair, without the size class,
+//                 the span lookup or the checks.
 //
 // With ->Threads(n), Google Benchmark's "Time" is wall time divided by the
 // iterations of all threads (a throughput figure) and "CPU" is the CPU time
@@ -27,6 +33,7 @@
 
 #include <atomic>
 #include <memory>
+#include <cstddef>
 #include <string>
 
 #include "rseq/abi.h"
@@ -270,6 +277,127 @@ void BM_Counter_SharedAtomicAdd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Counter_SharedAtomicAdd)->Threads(1)->Threads(2);
+
+// ---- Per-ID stacks: the floor of a malloc+free pair ----------------------
+
+constexpr uint32_t kStackCapacity = 64;
+constexpr uint32_t kStackFill = 32;
+// One per ID: a header line (as a slab has), then the stack and its slots.
+struct alignas(64) StackRegion {
+  char header[64];
+  r::Stack stack;
+  void* slots[kStackCapacity];
+};
+constexpr uintptr_t kStackOffset = offsetof(StackRegion, stack);
+
+// 64-byte "objects" for the stacks and lists to hold; never dereferenced by
+// the rseq and array stacks.
+struct alignas(64) Object {
+  Object* next;
+};
+
+void* const* StackTable() {
+  static void** table = [] {
+    const uint32_t n = r::NumIds();
+    void** t = new void*[n];
+    for (uint32_t id = 0; id < n; ++id) {
+      auto* region = new StackRegion{};
+      region->stack.capacity = kStackCapacity;
+      auto* objects = new Object[kStackFill];
+      for (uint32_t i = 0; i < kStackFill; ++i) region->slots[i] = &objects[i];
+      region->stack.count = kStackFill;
+      t[id] = region;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// The allocator's sections (front_end::TryAllocAt / TryFreeAt), out of line
+// like malloc and free.
+__attribute__((noinline)) void* RseqPop(void* const* table) {
+  void* item;
+  return r::PopUnchecked(table, kStackOffset, &item) ? item : nullptr;
+}
+__attribute__((noinline)) bool RseqPush(void* const* table, void* item) {
+  return r::PushUnchecked(table, kStackOffset, item);
+}
+
+void BM_Stack_RseqPopPush(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  void* const* table = StackTable();
+  for (auto _ : state) {
+    void* p = RseqPop(table);
+    benchmark::DoNotOptimize(p);
+    if (p == nullptr || !RseqPush(table, p)) {
+      // A thread that migrated between the two leaves its object behind,
+      // which is harmless here; an empty stack is not.
+      if (p == nullptr) {
+        state.SkipWithError("per-ID stack empty");
+        return;
+      }
+    }
+  }
+}
+BENCHMARK(BM_Stack_RseqPopPush)->Threads(1)->Threads(2);
+
+// A thread-local array stack: count and slots, no rseq.
+struct ArrayStack {
+  uint32_t count;
+  void* slots[kStackCapacity];
+};
+thread_local ArrayStack t_array;
+
+__attribute__((noinline)) void* ArrayPop() {
+  if (t_array.count == 0) return nullptr;
+  return t_array.slots[--t_array.count];
+}
+__attribute__((noinline)) bool ArrayPush(void* item) {
+  if (t_array.count == kStackCapacity) return false;
+  t_array.slots[t_array.count++] = item;
+  return true;
+}
+
+void BM_Stack_ThreadLocalArray(benchmark::State& state) {
+  auto* objects = new Object[kStackFill];
+  for (uint32_t i = 0; i < kStackFill; ++i) ArrayPush(&objects[i]);
+  for (auto _ : state) {
+    void* p = ArrayPop();
+    benchmark::DoNotOptimize(p);
+    ArrayPush(p);
+  }
+  while (ArrayPop() != nullptr) {
+  }
+  delete[] objects;
+}
+BENCHMARK(BM_Stack_ThreadLocalArray)->Threads(1)->Threads(2);
+
+// A thread-local singly linked free list through the objects (the shape of
+// gperftools' and glibc's thread caches), no rseq.
+thread_local Object* t_list;
+
+__attribute__((noinline)) Object* ListPop() {
+  Object* p = t_list;
+  if (p != nullptr) t_list = p->next;
+  return p;
+}
+__attribute__((noinline)) void ListPush(Object* p) {
+  p->next = t_list;
+  t_list = p;
+}
+
+void BM_Stack_ThreadLocalList(benchmark::State& state) {
+  auto* objects = new Object[kStackFill];
+  for (uint32_t i = 0; i < kStackFill; ++i) ListPush(&objects[i]);
+  for (auto _ : state) {
+    Object* p = ListPop();
+    benchmark::DoNotOptimize(p);
+    ListPush(p);
+  }
+  t_list = nullptr;
+  delete[] objects;
+}
+BENCHMARK(BM_Stack_ThreadLocalList)->Threads(1)->Threads(2);
 
 }  // namespace
 
