@@ -24,6 +24,10 @@ struct alignas(64) NodeHeap {
   size_t huge_bytes = 0;           // Live huge mappings.
   size_t free_pages = 0;           // Free pages in this node's chunks.
   size_t released_free_pages = 0;  // Free pages whose memory the OS has.
+  // Committed free pages (free_pages - released_free_pages) that the last
+  // automatic release left; the next waits for half a threshold more
+  // (page_heap.cc, MaybeRelease).
+  size_t release_floor = 0;
   size_t bind_failures = 0;
   uint32_t next_reserve_chunks = 0;
 };

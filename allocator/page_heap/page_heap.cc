@@ -43,12 +43,30 @@ int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
   }
   return -1;
 }
+// Set bits in [from, from + len), a word at a time.
+uint32_t CountBits(const uint64_t* bits, uint32_t from, uint32_t len) {
+  uint32_t count = 0;
+  for (uint32_t b = from; b < from + len;) {
+    const uint32_t avail = 64 - b % 64;
+    const uint32_t take = avail < from + len - b ? avail : from + len - b;
+    uint64_t word = bits[b / 64] >> (b % 64);
+    if (take < 64) word &= (uint64_t{1} << take) - 1;
+    count += static_cast<uint32_t>(__builtin_popcountll(word));
+    b += take;
+  }
+  return count;
+}
 uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n) {
-  uint32_t r = 0;
-  for (uint32_t p = page; p < page + n; ++p) r += TestBit(c->released, p);
-  return r;
+  return CountBits(c->released, page, n);
 }
 uint32_t BlocksOfOrder(int k) { return kPagesPerChunk >> k; }
+
+// After pages were taken: the committed free pages may now be under the
+// floor of the last automatic release.
+void LowerReleaseFloor(NodeHeap* h) {
+  const size_t committed = h->free_pages - h->released_free_pages;
+  if (committed < h->release_floor) h->release_floor = committed;
+}
 
 // ---- Per-order chunk lists ------------------------------------------------
 void ListInsert(NodeHeap* h, ChunkInfo* c, int k) {
@@ -203,6 +221,7 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
     p = e;
   }
   for (uint32_t p = page; p < end; ++p) ClearBit(c->released, p);
+  LowerReleaseFloor(h);
   return true;
 }
 
@@ -226,6 +245,7 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
             g_config->release_method == os::ReleaseMethod::kDontNeed;
   for (uint32_t p = page; p < page + n; ++p) ClearBit(c->released, p);
   if (n < block) FreeRange(h, c, page + n, block - n);
+  LowerReleaseFloor(h);
   *chunk_out = c;
   return c->base + (uintptr_t{page} << kPageShift);
 }
@@ -235,33 +255,51 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
 size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
   size_t released = 0;
   for (int k = kMaxOrder; k >= min_order; --k) {
+    const uint32_t first = BlockBit(k, 0), blocks = BlocksOfOrder(k);
     for (ChunkInfo* c = h->order_head[k]; c != nullptr; c = c->order_next[k]) {
-      for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
-        if (h->free_pages - h->released_free_pages <= keep_pages) {
-          return released;
+      // The free blocks of order k, a word of free_bits at a time.
+      for (uint32_t b = first; b < first + blocks;) {
+        const uint32_t avail = 64 - b % 64;
+        const uint32_t take = avail < first + blocks - b ? avail
+                                                         : first + blocks - b;
+        uint64_t word = c->free_bits[b / 64] >> (b % 64);
+        if (take < 64) word &= (uint64_t{1} << take) - 1;
+        for (; word != 0; word &= word - 1) {
+          if (h->free_pages - h->released_free_pages <= keep_pages) {
+            return released;
+          }
+          const uint32_t i = b + __builtin_ctzll(word) - first;
+          const uint32_t page = i << k, n = 1u << k;
+          const uint32_t already = CountReleased(c, page, n);
+          if (already == n) continue;
+          if (!os::ReleasePages(
+                  reinterpret_cast<void*>(c->base +
+                                          (uintptr_t{page} << kPageShift)),
+                  size_t{n} << kPageShift, g_config->release_method)) {
+            continue;
+          }
+          for (uint32_t q = page; q < page + n; ++q) SetBit(c->released, q);
+          h->released_free_pages += n - already;
+          released += size_t{n - already} << kPageShift;
         }
-        if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
-        const uint32_t page = i << k, n = 1u << k;
-        const uint32_t already = CountReleased(c, page, n);
-        if (already == n) continue;
-        if (!os::ReleasePages(
-                reinterpret_cast<void*>(c->base + (uintptr_t{page} << kPageShift)),
-                size_t{n} << kPageShift, g_config->release_method)) {
-          continue;
-        }
-        for (uint32_t p = page; p < page + n; ++p) SetBit(c->released, p);
-        h->released_free_pages += n - already;
-        released += size_t{n - already} << kPageShift;
+        b += take;
       }
     }
   }
   return released;
 }
 
+// Automatic release past the threshold.  A pass that cannot get under the
+// threshold (the committed free pages are in blocks below
+// kAutoReleaseMinOrder, which it leaves) records where it stopped, and the
+// next pass waits until half a threshold more is free: without that, every
+// free of a span would rescan every chunk for nothing.
 void MaybeRelease(NodeHeap* h) {
   const size_t keep = g_config->release_threshold >> kPageShift;
-  if (h->free_pages - h->released_free_pages > keep) {
+  const size_t committed = h->free_pages - h->released_free_pages;
+  if (committed > keep && committed > h->release_floor + keep / 2) {
     ReleaseLocked(h, keep / 2, kAutoReleaseMinOrder);
+    h->release_floor = h->free_pages - h->released_free_pages;
   }
 }
 

@@ -1,0 +1,94 @@
+// tests/allocator/page_heap_release_test.cc: the page heap's automatic
+// release (allocator/page_heap/page_heap.cc, MaybeRelease), on its own.
+//
+// This binary is not linked with cidmalloc: it drives layer 3 directly with
+// a 4 MiB threshold.  Automatic release returns only blocks of at least 16
+// pages; a pass that cannot get under the threshold makes the next one wait
+// for half a threshold more.  The test checks what the OS gets back, from
+// the node's counters, through that sequence.
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "allocator/os/config.h"
+#include "allocator/page_heap/page_heap.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace ph = ::cidmalloc::page_heap;
+
+constexpr size_t kPage = ph::kPageSize;
+constexpr size_t kThreshold = size_t{4} << 20;  // 512 pages.
+constexpr size_t kPages = 1100;
+
+size_t Committed() {
+  ph::NodeStats s;
+  ph::GetNodeStats(0, &s);
+  return (s.free_bytes - s.released_bytes) / kPage;
+}
+
+TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
+  static cidmalloc::os::Config config;
+  config.release_threshold = kThreshold;
+  ph::Init(&config);
+
+  // 1100 single pages, each written: nothing free is committed yet.
+  std::vector<uintptr_t> pages;
+  for (size_t i = 0; i < kPages; ++i) {
+    bool zeroed;
+    const uintptr_t p = ph::AllocSpan(0, 0, &zeroed);
+    ASSERT_NE(p, 0u);
+    memset(reinterpret_cast<void*>(p), 0x5a, kPage);
+    pages.push_back(p);
+  }
+  ASSERT_EQ(Committed(), 0u);
+
+  // Every other one: 550 committed free pages, over the threshold, but all
+  // single pages (their buddies are in use), which automatic release
+  // leaves.  The heap must keep them, not fail or release in-use pages.
+  for (size_t i = 0; i < kPages; i += 2) {
+    ph::FreeSpan(ph::LookupChunk(pages[i]), pages[i], 0);
+  }
+  ph::CheckInvariants();
+  EXPECT_EQ(Committed(), kPages / 2);
+  for (size_t i = 1; i < kPages; i += 2) {
+    const auto* q = reinterpret_cast<const unsigned char*>(pages[i]);
+    ASSERT_EQ(q[0], 0x5a) << "page " << i << " in use lost its contents";
+    ASSERT_EQ(q[kPage - 1], 0x5a);
+  }
+
+  // Refill the holes: the committed free pages are taken again, so the
+  // floor the last pass left (550 pages) must come down with them.
+  for (size_t i = 0; i < kPages; i += 2) {
+    bool zeroed;
+    pages[i] = ph::AllocSpan(0, 0, &zeroed);
+    ASSERT_NE(pages[i], 0u);
+    memset(reinterpret_cast<void*>(pages[i]), 0x33, kPage);
+  }
+  ASSERT_EQ(Committed(), 0u);
+
+  // The lowest 600 pages in address order: they merge into large blocks,
+  // 600 committed free pages.  Past the threshold, and (with the floor
+  // lowered) past the floor, so they go back down to half the threshold.
+  std::sort(pages.begin(), pages.end());
+  for (size_t i = 0; i < 600; ++i) {
+    ph::FreeSpan(ph::LookupChunk(pages[i]), pages[i], 0);
+  }
+  ph::CheckInvariants();
+  EXPECT_LE(Committed(), kThreshold / kPage);
+
+  // The rest.
+  for (size_t i = 600; i < kPages; ++i) {
+    ph::FreeSpan(ph::LookupChunk(pages[i]), pages[i], 0);
+  }
+  ph::CheckInvariants();
+  EXPECT_LE(Committed(), kThreshold / kPage);
+
+  // malloc_trim's path returns everything.
+  ph::ReleaseFreeMemory(0);
+  EXPECT_EQ(Committed(), 0u);
+}
+
+}  // namespace
