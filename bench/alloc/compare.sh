@@ -10,7 +10,7 @@
 # allocator (no preload = glibc; LD_PRELOAD for the others), interleaved:
 # glibc jemalloc mimalloc tcmalloc cidmalloc, repeated R times, so slow
 # drifts of a shared machine hit every allocator alike.  Each run writes
-# Google Benchmark JSON to $OUT.  Prints a markdown table: the median over
+# Google Benchmark JSON to $OUT.  Prints a markdown table: the median (STAT)
 # the R runs of ns per malloc+free pair (CPU time per iteration divided by
 # the benchmark's pairs_per_iter counter), the ratio of cidmalloc to glibc
 # and to the fastest of jemalloc / mimalloc / tcmalloc, and whether the
@@ -26,6 +26,10 @@
 #   BAZEL_FLAGS  extra build flags (e.g. --symlink_prefix=/)
 #   TCMALLOC   which gperftools library (default libtcmalloc_minimal.so.4)
 #   ALLOCATORS subset / order, e.g. "glibc cidmalloc" (default: all five)
+#   STAT       median (default) or min: which run of each row the tables
+#              use.  min (the least disturbed run) with R=10 or more is the
+#              steadier estimate on a shared machine; the spread table shows
+#              both ends either way.
 #   BASELINE   an older libcidmalloc.so: also run as allocator "baseline",
 #              interleaved with the others, and report cidmalloc/baseline
 #              (a change measured side by side in one run)
@@ -96,4 +100,4 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" 
 echo "JSON in $OUT" >&2
 
 # shellcheck disable=SC2086  # one argument per allocator
-python3 bench/alloc/compare_report.py "$OUT" "$R" $ALLOCATORS
+STAT="${STAT:-median}" python3 bench/alloc/compare_report.py "$OUT" "$R" $ALLOCATORS

@@ -3,7 +3,8 @@
     python3 bench/alloc/compare_report.py OUT R ALLOCATOR...
 
 Reads OUT/<allocator>.<run>.json (Google Benchmark JSON of
-//bench/alloc:malloc_bench) and prints markdown: the median over the runs of
+//bench/alloc:malloc_bench) and prints markdown: the median (or, with
+STAT=min in the environment, the minimum) over the runs of
 ns per malloc+free pair (cpu_time / pairs_per_iter) per allocator, the ratios
 of cidmalloc to glibc and to the fastest of jemalloc / mimalloc / tcmalloc,
 whether the goals hold, cidmalloc against "baseline" (an older build, see
@@ -13,6 +14,12 @@ groups of rows (fixed-size pairs, random-size pairs, batches).
 import json, math, statistics, sys, os
 
 out, reps, allocs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+# median: the typical run; min: the least disturbed one, which on a shared,
+# noisy machine is the closer estimate of what the code costs.
+STAT = os.environ.get("STAT", "median")
+if STAT not in ("median", "min"):
+    sys.exit(f"compare_report.py: STAT must be median or min, not {STAT!r}")
+STATS = "medians" if STAT == "median" else "minima"
 others = [a for a in ("jemalloc", "mimalloc", "tcmalloc") if a in allocs]
 expect_from = {"glibc": "libc.so", "jemalloc": "jemalloc",
                "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
@@ -44,7 +51,9 @@ for a in allocs:
 
 def med(a, n):
     v = ns.get((a, n))
-    return statistics.median(v) if v else None
+    if not v:
+        return None
+    return statistics.median(v) if STAT == "median" else min(v)
 
 def fmt(x):
     if x is None:
@@ -52,7 +61,8 @@ def fmt(x):
     return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 print()
-print("ns per malloc+free pair (CPU time), median of", reps, "interleaved runs")
+print("ns per malloc+free pair (CPU time),", STAT, "of", reps,
+      "interleaved runs")
 print()
 hdr = ["Benchmark"] + allocs
 has_cmp = "cidmalloc" in allocs and "glibc" in allocs and others
@@ -98,7 +108,7 @@ for n in order:
         cells.append(f"{fmt(min(v))}–{fmt(max(v))}" if v else "—")
     print("| " + " | ".join(cells) + " |")
 
-# Geometric means of the medians over groups of rows (fixed-size pairs,
+# Geometric means of the medians (minima) over groups of rows (fixed-size pairs,
 # random-size pairs, batches): the summary docs/benchmarks.md quotes.
 groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
           ("random-size pairs", lambda n: n.startswith("BM_PairRandom")),
@@ -110,7 +120,7 @@ def geomean(xs):
 
 
 print()
-print("Geometric means of the medians, ns per pair")
+print(f"Geometric means of the {STATS}, ns per pair")
 print()
 hdr = ["Rows"] + allocs
 if has_cmp:
