@@ -21,6 +21,12 @@
 //                      precomputed (the same sequence under every
 //                      allocator), so the size-class lookup is not one
 //                      predicted branch.
+//   BM_PairClasses/classes:K/alternate:A
+//                      pairs whose size is one of K sizes 32 bytes apart
+//                      (32, 64, ..., 32K: K size classes), in a precomputed
+//                      random order (A=0) or in turn (A=1): how the cost
+//                      of a pair depends on how predictable its class is,
+//                      apart from how many classes there are.  1 thread.
 //   BM_Batch/64        malloc 1000 objects of 64 bytes, then free them in
 //                      allocation order.
 //   BM_BatchRandom     the same with the precomputed random sizes.
@@ -102,6 +108,39 @@ void BM_PairRandom(benchmark::State& state) {
   SetPairsPerIter(state, 1);
 }
 BENCHMARK(BM_PairRandom)->Threads(1)->Threads(2);
+
+// Sizes from K classes: 32 * (1 + r % K) for a fixed random sequence r, or
+// 32 * (1 + i % K) in turn.
+struct ClassSizes {
+  uint32_t size[kNumSizes];
+  ClassSizes(uint32_t classes, bool alternate) {
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = 0; i < kNumSizes; ++i) {
+      x ^= x >> 12;
+      x ^= x << 25;
+      x ^= x >> 27;
+      const uint64_t r = (x * 0x2545f4914f6cdd1dull) >> 32;
+      size[i] = 32 * (1 + static_cast<uint32_t>((alternate ? i : r) % classes));
+    }
+  }
+};
+
+void BM_PairClasses(benchmark::State& state) {
+  // Static: 16 KiB, rebuilt for each benchmark (1 thread, so no race).
+  static ClassSizes sizes(1, false);
+  sizes = ClassSizes(static_cast<uint32_t>(state.range(0)),
+                     state.range(1) != 0);
+  uint32_t i = 0;
+  for (auto _ : state) {
+    void* p = malloc(sizes.size[i++ & (kNumSizes - 1)]);
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_PairClasses)
+    ->ArgNames({"classes", "alternate"})
+    ->Args({1, 0})->Args({2, 0})->Args({2, 1})->Args({8, 0})->Args({31, 0});
 
 // ---- Batches: 1000 mallocs, then 1000 frees ---------------------------------
 constexpr int kBatch = 1000;
