@@ -54,19 +54,25 @@ constexpr uint32_t kNumSizes = 4096;  // Power of two: index & (kNumSizes-1).
 constexpr uint32_t kMinRandom = 8;
 constexpr uint32_t kMaxRandom = 1024;
 
+// xorshift64*, started from a fixed seed: the same sequence under every
+// allocator and in every run.  (No std:: distribution: nothing here may
+// allocate.)
+struct Xorshift {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  uint32_t Next() {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return static_cast<uint32_t>((x * 0x2545f4914f6cdd1dull) >> 32);
+  }
+};
+
 struct RandomSizes {
   uint32_t size[kNumSizes];
   RandomSizes() {
-    // xorshift64*, fixed seed: the same sequence under every allocator and
-    // in every run.  (No std:: distribution: nothing here may allocate.)
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    Xorshift rng;
     for (uint32_t i = 0; i < kNumSizes; ++i) {
-      x ^= x >> 12;
-      x ^= x << 25;
-      x ^= x >> 27;
-      const uint64_t r = (x * 0x2545f4914f6cdd1dull) >> 32;
-      size[i] = kMinRandom + static_cast<uint32_t>(
-                                 r % (kMaxRandom - kMinRandom + 1));
+      size[i] = kMinRandom + rng.Next() % (kMaxRandom - kMinRandom + 1);
     }
   }
 };
@@ -114,13 +120,10 @@ BENCHMARK(BM_PairRandom)->Threads(1)->Threads(2);
 struct ClassSizes {
   uint32_t size[kNumSizes];
   ClassSizes(uint32_t classes, bool alternate) {
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    Xorshift rng;
     for (uint32_t i = 0; i < kNumSizes; ++i) {
-      x ^= x >> 12;
-      x ^= x << 25;
-      x ^= x >> 27;
-      const uint64_t r = (x * 0x2545f4914f6cdd1dull) >> 32;
-      size[i] = 32 * (1 + static_cast<uint32_t>((alternate ? i : r) % classes));
+      const uint32_t r = rng.Next();
+      size[i] = 32 * (1 + (alternate ? i : r) % classes);
     }
   }
 };
