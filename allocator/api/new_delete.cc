@@ -3,12 +3,55 @@
 // Throwing forms call the new-handler and retry, then throw std::bad_alloc,
 // as [new.delete.single] requires; nothrow forms return nullptr instead.
 // Sized deletes need no size (the pagemap knows it), so they free directly.
+//
+// Built twice (allocator/api/BUILD).  With CIDMALLOC_WEAK_LIBSTDCXX, for
+// libcidmalloc.so, libstdc++ is not a dependency: loading it would cost
+// every preloaded C program about 1 ms of start-up and 1 MB of RSS (docs/
+// benchmarks.md).  This file is the only one that needs it (the other
+// layers are built with -fno-exceptions), for the new-handler and for
+// throwing and catching std::bad_alloc, and there its references are weak.
+// A C++ program has libstdc++ loaded, so they resolve to it.  In a program
+// without it nothing calls operator new, unless it loads a C++ library
+// later; then a failed operator new reports and aborts instead of
+// throwing.  Without the define (static linking) the references are
+// strong, so that a static libstdc++ supplies them.
 #include <cstddef>
 #include <new>
 
 #include "allocator/api/alloc.h"
+#include "allocator/os/check.h"
+
+#ifdef CIDMALLOC_WEAK_LIBSTDCXX
+// Every libstdc++ symbol this object refers to (tests/preload_test.sh
+// checks that libcidmalloc.so needs nothing but libc).
+__asm__(
+    ".weak _ZSt15get_new_handlerv\n\t"
+    ".weak __cxa_allocate_exception\n\t"
+    ".weak __cxa_throw\n\t"
+    ".weak __cxa_begin_catch\n\t"
+    ".weak __cxa_end_catch\n\t"
+    ".weak __gxx_personality_v0\n\t"
+    ".weak _Unwind_Resume\n\t"
+    ".weak _ZTISt9bad_alloc\n\t"
+    ".weak _ZTVSt9bad_alloc\n\t"
+    ".weak _ZNSt9bad_allocD1Ev");
+
+// Redeclared weak, so that its address is not assumed non-null.
+namespace std {
+new_handler get_new_handler() noexcept __attribute__((weak));
+}  // namespace std
+#endif
 
 namespace {
+
+// libstdc++ is loaded (all of the symbols above come with it).
+bool HaveLibstdcxx() {
+#ifdef CIDMALLOC_WEAK_LIBSTDCXX
+  return &std::get_new_handler != nullptr;
+#else
+  return true;
+#endif
+}
 
 using cidmalloc::api::Alloc;
 using cidmalloc::api::AllocAligned;
@@ -21,9 +64,15 @@ CIDMALLOC_NOINLINE void* NewSlow(std::size_t size, std::size_t align) {
   for (;;) {
     void* p = align == 0 ? Alloc(size) : AllocAligned(align, size);
     if (p != nullptr) return p;
-    std::new_handler handler = std::get_new_handler();
+    std::new_handler handler =
+        HaveLibstdcxx() ? std::get_new_handler() : nullptr;
     if (handler == nullptr) {
       if constexpr (kFailure == OnFailure::kThrow) {
+        if (!HaveLibstdcxx()) {
+          cidmalloc::os::Fatal(
+              "operator new: out of memory, and no libstdc++ loaded to "
+              "throw std::bad_alloc");
+        }
         throw std::bad_alloc();
       } else {
         return nullptr;

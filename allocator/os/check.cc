@@ -23,6 +23,13 @@ void FatalMisuse(const char* what, const void* ptr) {
   abort();
 }
 
+void Fatal(const char* what) {
+  RawBuffer b;
+  b.Str("cidmalloc: ").Str(what).Ch('\n');
+  b.WriteTo(2);
+  abort();
+}
+
 void Warn(const char* a, const char* b) {
   RawBuffer buf;
   buf.Str("cidmalloc: warning: ").Str(a).Str(b).Ch('\n');

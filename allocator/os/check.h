@@ -17,6 +17,9 @@ namespace cidmalloc::os {
 // on stderr and aborts.  For misuse by the program, not internal bugs.
 [[noreturn]] void FatalMisuse(const char* what, const void* ptr);
 
+// Prints "cidmalloc: <what>" on stderr and aborts.
+[[noreturn]] void Fatal(const char* what);
+
 // Prints "cidmalloc: warning: <a><b>" once per call site's choosing.
 void Warn(const char* a, const char* b);
 

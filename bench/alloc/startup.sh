@@ -6,9 +6,10 @@
 #   ROUNDS=10 RUNS=20 bench/alloc/startup.sh
 #
 # Variants: no preload ("none"); three libraries with no code of their own
-# (//bench/alloc:libempty.so needs nothing, :libempty_stdcxx.so needs
-# libstdc++/libm like Bazel's default shared library, which is also
-# cidmalloc's dependency set; :libempty_hwloc.so adds libhwloc, which
+# (//bench/alloc:libempty.so needs nothing, as libcidmalloc.so since its
+# references to libstdc++ became weak; :libempty_stdcxx.so needs
+# libstdc++/libm like Bazel's default shared library, and like
+# libcidmalloc.so before; :libempty_hwloc.so adds libhwloc, which
 # libcidmalloc.so loaded before commit cfcc174); jemalloc, mimalloc,
 # tcmalloc (gperftools, libtcmalloc_minimal) and cidmalloc.  /bin/true calls
 # malloc once (cidmalloc initialises), so each allocator's initialisation is
