@@ -22,8 +22,9 @@
 #include "allocator/os/check.h"
 
 #ifdef CIDMALLOC_WEAK_LIBSTDCXX
-// Every libstdc++ symbol this object refers to (tests/preload_test.sh
-// checks that libcidmalloc.so needs nothing but libc).
+// Every libstdc++ symbol this object refers to
+// (//tests/preload:preload_deps_test checks that libcidmalloc.so needs
+// nothing but libc, and what operator new does with and without it).
 __asm__(
     ".weak _ZSt15get_new_handlerv\n\t"
     ".weak __cxa_allocate_exception\n\t"

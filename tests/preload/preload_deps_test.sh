@@ -40,6 +40,17 @@ else
   fail=1
 fi
 
+# The throwing operator new, called from that C program: no libstdc++ to
+# throw with, so a message and abort().
+rc=0
+err="$(LD_PRELOAD="$lib" "$no_libstdcxx" new 2>&1 >/dev/null)" || rc=$?
+if ((rc == 134)) && [[ "$err" == *"operator new: out of memory, and no libstdc++ loaded"* ]]; then
+  echo "ok: operator new without libstdc++: message and abort"
+else
+  echo "FAIL: operator new without libstdc++: exit $rc, stderr: $err"
+  fail=1
+fi
+
 expected="new[]: caught std::bad_alloc
 operator new: caught bad_alloc after 3 handler calls
 nothrow: null after 3 handler calls
