@@ -1,0 +1,72 @@
+// tests/allocator/transfer_cache_test.cc: the central lists' transfer cache
+// (allocator/central/central_list.cc), driven through RemoveBatch and
+// InsertBatch in a process that runs on cidmalloc.
+//
+// Whole batches flushed by one ID's cache wait there, as pointers, for the
+// next refill, and the objects are not touched on the way; past four
+// batches they go back to their spans (threaded through their first word);
+// malloc_trim empties it so that empty spans can go back to the page heap.
+// The class used (objects of 20000 bytes) is one nothing else here uses.
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "allocator/central/central_list.h"
+#include "allocator/central/size_classes.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace c = ::cidmalloc::central;
+
+uintptr_t& Word0(void* p) { return *static_cast<uintptr_t*>(p); }
+
+TEST(TransferCache, KeepsWholeBatchesUntouchedAndTrimEmptiesIt) {
+  free(malloc(16));  // Initialises the allocator.
+  const int cls = c::ClassOf(20000);
+  const uint32_t batch = c::Class(cls).batch;
+  const uint32_t limit = 4 * batch;  // kTransferBatches batches.
+
+  std::vector<void*> objs(limit + batch);
+  ASSERT_EQ(c::RemoveBatch(0, cls, objs.data(), limit + batch), limit + batch);
+  for (uint32_t i = 0; i < objs.size(); ++i) Word0(objs[i]) = 0x5eed0000 + i;
+  c::ClassStats before;
+  c::GetClassStats(0, cls, &before);
+
+  // Four batches fit, and their objects are not written.
+  for (uint32_t b = 0; b < 4; ++b) c::InsertBatch(cls, &objs[b * batch], batch);
+  for (uint32_t i = 0; i < limit; ++i) {
+    EXPECT_EQ(Word0(objs[i]), 0x5eed0000 + i) << "object " << i << " touched";
+  }
+  c::ClassStats mid;
+  c::GetClassStats(0, cls, &mid);
+  EXPECT_EQ(mid.free_objects, before.free_objects + limit);
+  EXPECT_EQ(mid.spans, before.spans) << "no span changed hands";
+
+  // A fifth goes to the spans: each object is linked through word 0.
+  c::InsertBatch(cls, &objs[limit], batch);
+  for (uint32_t i = limit; i < limit + batch; ++i) {
+    EXPECT_NE(Word0(objs[i]), 0x5eed0000 + i) << "object " << i;
+  }
+  c::CheckInvariants();
+
+  // A refill takes the most recently flushed batch back, last object first.
+  std::vector<void*> back(batch);
+  ASSERT_EQ(c::RemoveBatch(0, cls, back.data(), batch), batch);
+  for (uint32_t k = 0; k < batch; ++k) EXPECT_EQ(back[k], objs[limit - 1 - k]);
+  c::CheckInvariants();
+
+  // Everything back; malloc_trim empties the transfer cache into the spans
+  // and gives every span of the class, now empty, to the page heap.
+  c::InsertBatch(cls, back.data(), batch);
+  malloc_trim(0);
+  c::CheckInvariants();
+  c::ClassStats after;
+  c::GetClassStats(0, cls, &after);
+  EXPECT_EQ(after.spans, 0u);
+  EXPECT_EQ(after.free_objects, 0u);
+}
+
+}  // namespace
