@@ -30,29 +30,32 @@ void SetBit(uint64_t* bits, uint32_t b) { bits[b / 64] |= uint64_t{1} << (b % 64
 void ClearBit(uint64_t* bits, uint32_t b) {
   bits[b / 64] &= ~(uint64_t{1} << (b % 64));
 }
+// The bits [b, end) of `bits` that lie in b's 64-bit word, shifted down so
+// that bit b is bit 0; *take is how many they are.  Every walk over a bit
+// range below goes a word at a time with it:
+//   for (b = from; b < end; b += take) { word = BitsAt(bits, b, end, &take); }
+uint64_t BitsAt(const uint64_t* bits, uint32_t b, uint32_t end,
+                uint32_t* take) {
+  const uint32_t avail = 64 - b % 64;
+  *take = avail < end - b ? avail : end - b;
+  const uint64_t word = bits[b / 64] >> (b % 64);
+  return *take == 64 ? word : word & ((uint64_t{1} << *take) - 1);
+}
 // First set bit in [from, from + len), or -1.
 int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
-  for (uint32_t b = from; b < from + len;) {
-    const uint64_t word = bits[b / 64] >> (b % 64);
-    const uint32_t avail = 64 - b % 64;
-    const uint32_t take = avail < from + len - b ? avail : from + len - b;
-    const uint64_t masked =
-        take == 64 ? word : word & ((uint64_t{1} << take) - 1);
-    if (masked != 0) return static_cast<int>(b + __builtin_ctzll(masked));
-    b += take;
+  uint32_t take;
+  for (uint32_t b = from; b < from + len; b += take) {
+    const uint64_t word = BitsAt(bits, b, from + len, &take);
+    if (word != 0) return static_cast<int>(b + __builtin_ctzll(word));
   }
   return -1;
 }
-// Set bits in [from, from + len), a word at a time.
+// Set bits in [from, from + len).
 uint32_t CountBits(const uint64_t* bits, uint32_t from, uint32_t len) {
-  uint32_t count = 0;
-  for (uint32_t b = from; b < from + len;) {
-    const uint32_t avail = 64 - b % 64;
-    const uint32_t take = avail < from + len - b ? avail : from + len - b;
-    uint64_t word = bits[b / 64] >> (b % 64);
-    if (take < 64) word &= (uint64_t{1} << take) - 1;
-    count += static_cast<uint32_t>(__builtin_popcountll(word));
-    b += take;
+  uint32_t count = 0, take;
+  for (uint32_t b = from; b < from + len; b += take) {
+    count += static_cast<uint32_t>(
+        __builtin_popcountll(BitsAt(bits, b, from + len, &take)));
   }
   return count;
 }
@@ -258,13 +261,10 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
     const uint32_t first = BlockBit(k, 0), blocks = BlocksOfOrder(k);
     for (ChunkInfo* c = h->order_head[k]; c != nullptr; c = c->order_next[k]) {
       // The free blocks of order k, a word of free_bits at a time.
-      for (uint32_t b = first; b < first + blocks;) {
-        const uint32_t avail = 64 - b % 64;
-        const uint32_t take = avail < first + blocks - b ? avail
-                                                         : first + blocks - b;
-        uint64_t word = c->free_bits[b / 64] >> (b % 64);
-        if (take < 64) word &= (uint64_t{1} << take) - 1;
-        for (; word != 0; word &= word - 1) {
+      uint32_t take;
+      for (uint32_t b = first; b < first + blocks; b += take) {
+        for (uint64_t word = BitsAt(c->free_bits, b, first + blocks, &take);
+             word != 0; word &= word - 1) {
           if (h->free_pages - h->released_free_pages <= keep_pages) {
             return released;
           }
@@ -282,7 +282,6 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
           h->released_free_pages += n - already;
           released += size_t{n - already} << kPageShift;
         }
-        b += take;
       }
     }
   }
