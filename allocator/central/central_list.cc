@@ -39,7 +39,7 @@ struct Span {
 // (prodcons spent a fifth of its time there).  Objects in it stay counted
 // as in use by their spans; it holds at most kTransferBatches batches.
 inline constexpr uint32_t kTransferBatches = 4;
-inline constexpr uint32_t kTransferSlots = 4 * 32;  // 4 of the largest batch.
+inline constexpr uint32_t kTransferSlots = kTransferBatches * kMaxBatch;
 
 struct alignas(64) CentralList {
   os::SpinLock lock;
@@ -177,8 +177,6 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
   while (got < n && l->transfer_count > 0) {
     out[got++] = l->transfer[--l->transfer_count];
   }
-  l->free_objects -= got;
-  const uint32_t from_transfer = got;
   while (got < n) {
     Span* s = l->partial;
     if (s == nullptr) {
@@ -198,7 +196,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
     }
     if (s->free_list == nullptr && s->carved == s->capacity) Unlink(l, s);
   }
-  l->free_objects -= got - from_transfer;
+  l->free_objects -= got;  // Counts the transfer cache's objects too.
   return got;
 }
 

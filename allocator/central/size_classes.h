@@ -22,6 +22,9 @@ namespace cidmalloc::central {
 inline constexpr size_t kMinAlign = 16;
 inline constexpr size_t kMaxSmallSize = 64 * 1024;
 inline constexpr int kNumClasses = 81;  // Including class 0.
+// The most objects moved in one batch between a front-end cache and a
+// central list (SizeClassInfo::batch); callers size batch buffers with it.
+inline constexpr uint32_t kMaxBatch = 32;
 
 struct SizeClassInfo {
   uint32_t size;         // Object size in bytes (multiple of 16).
@@ -58,7 +61,7 @@ constexpr SizeClassInfo MakeClass(int cls) {
   // held 0.5-1.2 MB more in the caches of small two-thread programs for no
   // measurable speed (docs/benchmarks.md, tuning log).
   uint32_t batch = 16 * 1024 / c.size;
-  batch = batch < 2 ? 2 : (batch > 32 ? 32 : batch);
+  batch = batch < 2 ? 2 : (batch > kMaxBatch ? kMaxBatch : batch);
   c.batch = static_cast<uint16_t>(batch);
   // A front-end stack may grow (with demand, within CIDMALLOC_CACHE_BYTES)
   // to 64 KiB of objects, 1024 at most, and at least 4 batches and 8

@@ -254,7 +254,7 @@ void* AllocSlow(int cls) {
   }
   hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
   TryGrow(slab, cls);
-  void* buf[32];
+  void* buf[central::kMaxBatch];
   const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
   if (n == 0) return nullptr;  // errno is ENOMEM.
   const uint32_t pushed = rseq::PushBatch(g_slabs, off, buf + 1, n - 1, node);
@@ -275,7 +275,7 @@ void FreeSlow(int cls, void* p, int node) {
     MaybeSweep(slab);
     if (TryGrow(slab, cls)) continue;
     // Full: send a batch home, then retry.
-    void* buf[32];
+    void* buf[central::kMaxBatch];
     const uint32_t n = rseq::PopBatch(g_slabs, off, buf, Class(cls).batch);
     central::InsertBatch(cls, buf, n);
   }
