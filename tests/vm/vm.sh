@@ -27,6 +27,10 @@
 #                       under the cache; printed)
 #   --no-prepare        do not rebuild the initramfs first (run, boot)
 #
+# A scenario whose kernel never reached /init, or oopsed on an int3 (a TCG
+# flake), boots again (CIDMALLOC_VM_BOOT_RETRIES, default 2; see
+# emulator_failure).
+#
 # Cache: ${CIDMALLOC_VM_CACHE:-~/.cache/cidmalloc-vm} (kernels, initramfs,
 # logs).  BAZEL overrides the bazel command (words split on spaces, e.g.
 # BAZEL="bazel --output_base=/tmp/ob").
@@ -351,6 +355,31 @@ boot_vm() {
   return "$rc"
 }
 
+# emulator_failure: succeeds, printing why, iff $LOG shows a failure of the
+# emulated machine rather than of a test, which run_scenario boots again (at
+# most CIDMALLOC_VM_BOOT_RETRIES times, default 2):
+#  - the kernel never reached /init (no VMTEST-BOOTED line): a panic during
+#    boot, or no console output at all;
+#  - an "Oops: int3" in the kernel.  Under TCG with many vCPUs a vCPU now and
+#    then executes the int3 that text_poke_bp() puts over an instruction while
+#    a static key flips, after the patch is complete, and the kernel cannot
+#    tell it from a stray breakpoint (cpus64 at ea0ebe4: in hrtimer code from
+#    the idle task, 8 s into boot, before /init).  No user program can cause
+#    one.
+# Any other panic or oops after /init started is a failure, not retried.
+BOOT_RETRIES="${CIDMALLOC_VM_BOOT_RETRIES:-2}"
+emulator_failure() {
+  local oops
+  oops="$(grep -m1 -E 'Oops: int3' "$LOG" || true)"
+  if [[ -n "$oops" ]]; then
+    echo "kernel oops under emulation: $oops"
+  elif ! grep -q '^VMTEST-BOOTED' "$LOG"; then
+    echo "the kernel did not reach /init: $(grep -m1 -E 'Kernel panic|Oops: |BUG: ' "$LOG" || tail -n 1 "$LOG")"
+  else
+    return 1
+  fi
+}
+
 # verdict: reads $LOG after boot_vm returned $1; prints the results and one
 # last line "VMTEST <scenario> PASS|FAIL <seconds>s ... <why>"; returns 0
 # iff the scenario passed.
@@ -436,8 +465,16 @@ run_scenario() {
   ((${#REST[@]} == 0)) || die "run takes no command"
   RUN_SH="$SCENARIOS/$name.sh"
   LOG="${LOG:-$(default_log "$name")}"
-  local t0=$SECONDS rc=0
+  local t0=$SECONDS rc=0 attempt=1 why
   boot_vm || rc=$?
+  while why="$(emulator_failure)" && ((attempt <= BOOT_RETRIES)); do
+    # The failed console log is kept next to the new one.
+    mv "$LOG" "${LOG%.log}.attempt$attempt.log"
+    echo "VMTEST-RETRY $name attempt $attempt: $why (console: ${LOG%.log}.attempt$attempt.log)"
+    attempt=$((attempt + 1))
+    rc=0
+    boot_vm || rc=$?
+  done
   verdict "$rc" "$((SECONDS - t0))"
 }
 
@@ -539,6 +576,10 @@ cmd_suite() {
   done
   echo "==== summary"
   grep -h '^VMTEST ' "$logdir"/*.out || true
+  if grep -q '^VMTEST-RETRY ' "$logdir"/*.out 2>/dev/null; then
+    echo "---- booted again after a failure of the emulated machine (not of a test)"
+    grep -h '^VMTEST-RETRY ' "$logdir"/*.out | cut -c1-300
+  fi
   echo "---- locality (share of the objects malloc returned that are on the caller's node)"
   grep -E '^VMTEST-(RESULT|INFO) [^ ]*locality' "$logdir"/*.out |
     sed -nE 's#^.*/([^/]+)\.out:VMTEST-[A-Z]+ ([^ ]+) ([A-Z-]+ )?.*LOCALITY allocator=([^ ]+) .*local_pct=([0-9.]+) min_node_pct=([0-9.]+).*#\1 \2: \4 \5% local (worst node \6%)#p' || true
