@@ -1,6 +1,8 @@
 // allocator/api/stats.cc: the statistics of cidmalloc.h, the exit summary
 // (CIDMALLOC_STATS=1), and the counters behind them.
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "allocator/api/alloc.h"
 #include "allocator/api/cidmalloc.h"
@@ -40,6 +42,43 @@ uint64_t Sum(int64_t IdCounters::*field) {
 
 bool g_print_at_exit = false;
 
+// Where the exit summary goes when stderr is gone.  Programs built on
+// gnulib's closeout module (coreutils' ls, sort, ...) close stderr in an
+// atexit handler, which runs before this library's destructor.  With
+// CIDMALLOC_STATS=1, initialisation keeps a close-on-exec duplicate of
+// stderr above the descriptors programs usually use, and records which
+// file it is.  Written once during initialisation, read at exit.
+struct SavedStderr {
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+constinit SavedStderr g_saved_stderr;
+constexpr int kSavedStderrMinFd = 512;
+
+void SaveStderr() {
+  struct stat st;
+  if (fstat(2, &st) != 0) return;  // No stderr to keep.
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, kSavedStderrMinFd);
+  if (fd < 0) fd = fcntl(2, F_DUPFD_CLOEXEC, 3);  // A low RLIMIT_NOFILE.
+  if (fd < 0) return;
+  g_saved_stderr = {fd, st.st_dev, st.st_ino};
+}
+
+// fd 2 while it is open; else the duplicate, if it still names the file
+// stderr was (the program may have closed it and reused the number); else
+// -1.
+int SummaryFd() {
+  if (fcntl(2, F_GETFD) != -1) return 2;
+  const SavedStderr& saved = g_saved_stderr;
+  struct stat st;
+  if (saved.fd < 0 || fstat(saved.fd, &st) != 0 || st.st_dev != saved.dev ||
+      st.st_ino != saved.ino) {
+    return -1;
+  }
+  return saved.fd;
+}
+
 void Percent(RawBuffer& b, uint64_t num, uint64_t den) {
   if (den == 0) {
     b.Str("n/a");
@@ -73,12 +112,15 @@ void CountFree(void*, bool remote) {
 }
 
 void StatsAfterInit(const os::Config& config) {
+  if (config.stats) SaveStderr();
   g_print_at_exit = config.stats;
 }
 
 // Runs at exit (also for static links): the CIDMALLOC_STATS=1 summary.
 __attribute__((destructor)) void PrintStatsAtExit() {
-  if (g_print_at_exit) cidmalloc_print_stats(2);
+  if (!g_print_at_exit) return;
+  const int fd = SummaryFd();
+  if (fd >= 0) cidmalloc_print_stats(fd);
 }
 
 }  // namespace cidmalloc::api
