@@ -33,6 +33,10 @@
 #   BASELINE   an older libcidmalloc.so: also run as allocator "baseline",
 #              interleaved with the others, and report cidmalloc/baseline
 #              (a change measured side by side in one run)
+#   BASELINE_ENV  environment words for the baseline's runs only, e.g.
+#              BASELINE=bazel-bin/libcidmalloc.so
+#              BASELINE_ENV=CIDMALLOC_RSEQ_NODE_IDS=on: the same build with
+#              the multi-node (node-qualified) paths, against its default
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -82,6 +86,7 @@ fi
   echo "kernel: $(uname -r)"
   echo "glibc: $(ldd --version | head -1)"
   for a in $ALLOCATORS; do echo "lib $a: ${LIB[$a]:-(none: glibc malloc)}"; done
+  [[ -z "${BASELINE_ENV:-}" ]] || echo "baseline environment: $BASELINE_ENV"
   echo "runs: R=$R MIN_TIME=$MIN_TIME FILTER=$FILTER"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
@@ -89,7 +94,9 @@ fi
 for ((rep = 1; rep <= R; rep++)); do
   for a in $ALLOCATORS; do
     echo "run $rep/$R: $a" >&2
-    env ${LIB[$a]:+LD_PRELOAD="${LIB[$a]}"} "$BENCH" \
+    local_env=()
+    [[ "$a" != baseline ]] || read -r -a local_env <<<"${BASELINE_ENV:-}"
+    env "${local_env[@]}" ${LIB[$a]:+LD_PRELOAD="${LIB[$a]}"} "$BENCH" \
       --benchmark_min_time="$MIN_TIME" \
       --benchmark_filter="$FILTER" \
       --benchmark_out="$OUT/$a.$rep.json" \
