@@ -22,6 +22,13 @@
 #include "allocator/page_heap/pagemap.h"
 
 #define CIDMALLOC_NOINLINE __attribute__((noinline))
+// The functions whose whole body is a fast path (malloc, free, and the
+// node-qualified AllocSmallSlow / FreeSmallSlow) start on a cache line.
+// Where they started otherwise depended on every function before them,
+// and that alone moved fixed-size pairs by 5-8 % and random-size pairs by
+// up to 20 % between builds whose fast paths were the same instructions
+// (docs/benchmarks.md, tuning log).
+#define CIDMALLOC_HOT_ENTRY __attribute__((aligned(64)))
 
 namespace cidmalloc::api {
 
@@ -42,11 +49,18 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 enum FastPath : uint8_t { kFastAlloc = 1, kFastFree = 2, kFastQualified = 4 };
 extern uint8_t g_fast CIDMALLOC_HIDDEN;
 
-// Slow paths.
-CIDMALLOC_NOINLINE void* AllocSmallSlow(int cls);
+// Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
+// node-qualified sections (kFastQualified: the fast path of a multi-node
+// machine, one tail call away from the inline one) and tail-call the full
+// slow paths, AllocSmallFull and FreeSmallFull, when those fail or do not
+// apply.
+CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
+    uint32_t stack_offset, int cls);
+CIDMALLOC_NOINLINE void* AllocSmallFull(int cls);
 CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align, bool clear);
 CIDMALLOC_NOINLINE void FreeSlow(void* p);
-CIDMALLOC_NOINLINE void FreeSmallSlow(int cls, void* p);
+CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(int cls, void* p);
+CIDMALLOC_NOINLINE void FreeSmallFull(int cls, void* p);
 // Report and abort.  Not declared [[noreturn]] so that the fast path
 // reaches them by a tail jump, without keeping its stack aligned for a call.
 CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p);
@@ -54,7 +68,8 @@ CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p);
 
 // An object from the stack at `stack_offset` of the current ID's slab,
 // else from the slow path, which gets the class from `cls()` (computed only
-// there).
+// on the way there) and the stack offset too, so that the node-qualified
+// section does not look it up again.
 template <typename ClassFn>
 __attribute__((always_inline)) inline void* AllocFromStack(
     uint32_t stack_offset, ClassFn cls) {
@@ -64,7 +79,7 @@ __attribute__((always_inline)) inline void* AllocFromStack(
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
     return p;
   }
-  return AllocSmallSlow(cls());
+  return AllocSmallSlow(stack_offset, cls());
 }
 
 // An object of class `cls` from the cache, else from the slow path.
@@ -84,8 +99,8 @@ __attribute__((always_inline)) inline void* Alloc(size_t size) {
 
 __attribute__((always_inline)) inline void Free(void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  // Two dependent loads give the class and its stack offset (the span
-  // map); nothing else on the way to the push depends on the pointer.
+  // Two dependent loads give the class, the node and the stack offset (the
+  // span map); nothing else on the way to the push depends on the pointer.
   const uint32_t tag = page_heap::LookupSpanTag(p);
   if (CIDMALLOC_UNLIKELY(tag == 0)) return FreeSlow(ptr);
   const int cls = central::TagClass(tag);

@@ -63,9 +63,10 @@ constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
 constinit os::SpinLock g_span_lock;
 Span* g_free_spans = nullptr;
 
-// The span tag of each class (central_list.h): the class, and from
-// SetTagPayloads() on, the payload.  Written once during initialisation,
-// before any span exists; read under the list locks.
+// The span tag of each class (central_list.h) without the node, which
+// Grow() adds: the class, and from SetTagPayloads() on, the payload.
+// Written once during initialisation, before any span exists; read under
+// the list locks.
 constexpr SpanTags MakeDefaultTags() {
   SpanTags t{};
   for (int c = 0; c < kNumClasses; ++c) t.tag[c] = static_cast<uint32_t>(c);
@@ -137,7 +138,10 @@ Span* Grow(CentralList* l, int node, int cls) {
   s->cls = static_cast<uint8_t>(cls);
   chunk->span_meta[SpanSlot(start)] = s;
   // Published to free() through the objects handed out (see pagemap.h).
-  page_heap::SetSpanTags(start, c.span_bytes, g_tags.tag[cls]);
+  CIDMALLOC_ASSERT(chunk->node == node);
+  page_heap::SetSpanTags(start, c.span_bytes,
+                         g_tags.tag[cls] |
+                             static_cast<uint32_t>(node) << kTagNodeShift);
   Link(l, s);
   ++l->spans;
   l->free_objects += s->capacity;
@@ -163,8 +167,9 @@ void Release(CentralList* l, Span* s) {
 
 void SetTagPayloads(const uint32_t (&payload)[kNumClasses]) {
   for (int c = 1; c < kNumClasses; ++c) {
-    CIDMALLOC_CHECK(payload[c] < (1u << 24), "span tag payload above 24 bits");
-    g_tags.tag[c] = static_cast<uint32_t>(c) | payload[c] << 8;
+    CIDMALLOC_CHECK(payload[c] <= kMaxTagPayload,
+                    "span tag payload above 18 bits");
+    g_tags.tag[c] = static_cast<uint32_t>(c) | payload[c] << kTagPayloadShift;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "allocator/central/size_classes.h"
+#include "allocator/os/topology.h"
 #include "allocator/page_heap/chunk.h"
 #include "allocator/page_heap/pagemap.h"
 
@@ -29,11 +30,21 @@ namespace cidmalloc::central {
 // (page_heap::LookupSpanTag), so that free() finds what it needs in two
 // loads from the pointer:
 //   bits 0-7    the span's class (never 0 for a span);
-//   bits 8-31   a 24-bit value per class that the layer above registers with
-//               SetTagPayloads() before the first span is carved; the front
-//               end registers the offset of the class's stack in a slab.
+//   bits 8-13   the span's node (the node of its chunk);
+//   bits 14-31  an 18-bit value per class that the layer above registers
+//               with SetTagPayloads() before the first span is carved; the
+//               front end registers the offset of the class's stack in a
+//               slab.
+inline constexpr int kTagNodeShift = 8;
+inline constexpr int kTagPayloadShift = 14;
+inline constexpr uint32_t kMaxTagPayload = (1u << (32 - kTagPayloadShift)) - 1;
+static_assert(os::kMaxNodes <= (1 << (kTagPayloadShift - kTagNodeShift)));
 inline int TagClass(uint32_t tag) { return static_cast<int>(tag & 0xff); }
-inline uint32_t TagPayload(uint32_t tag) { return tag >> 8; }
+inline int TagNode(uint32_t tag) {
+  return static_cast<int>((tag >> kTagNodeShift) &
+                          ((1u << (kTagPayloadShift - kTagNodeShift)) - 1));
+}
+inline uint32_t TagPayload(uint32_t tag) { return tag >> kTagPayloadShift; }
 // The class of the small-object span that holds `p`; 0 if none (a large
 // allocation, free pages, or memory the allocator never mapped).
 inline int ClassOfAddress(uintptr_t p) {

@@ -34,6 +34,7 @@
 
 #include <atomic>
 
+#include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
 #include "allocator/os/config.h"
 #include "rseq/rseq.h"
@@ -65,8 +66,8 @@ constexpr SlabLayout MakeLayout() {
   return l;
 }
 inline constexpr SlabLayout kLayout = MakeLayout();
-static_assert(kLayout.bytes < (1u << 24),
-              "stack offsets fit a span tag's 24-bit payload");
+static_assert(kLayout.bytes <= central::kMaxTagPayload,
+              "stack offsets fit a span tag's 18-bit payload");
 
 // The stack offset of each size's class, indexed like central::ClassOf, so
 // that malloc's fast path finds the stack with one load from the size

@@ -164,6 +164,14 @@ void ExpectAllKindsOnNode(int cpu, int node) {
     EXPECT_EQ(NodeOfPointer(blocks[i]), node)
         << "block " << i << " (" << malloc_usable_size(blocks[i])
         << " bytes) allocated on cpu " << cpu;
+    // A small object's span tag names the node too (free's node-qualified
+    // push relies on it).
+    const uint32_t tag = cidmalloc::page_heap::LookupSpanTag(
+        reinterpret_cast<uintptr_t>(blocks[i]));
+    if (cidmalloc::central::TagClass(tag) != 0) {
+      EXPECT_EQ(cidmalloc::central::TagNode(tag), node)
+          << "span tag of block " << i;
+    }
   }
   RunOnCpu(cpu, [&] {
     for (void* p : blocks) free(p);
