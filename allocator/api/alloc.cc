@@ -118,7 +118,7 @@ const os::Config& Config() {
   return g_config;
 }
 
-void* AllocSmallSlow(uint32_t stack_offset, int cls) {
+void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
   void* p;
   if (CIDMALLOC_LIKELY(g_fast & kFastQualified) &&
       CIDMALLOC_LIKELY(front_end::TryAllocAt<rseq::IdKind::kNodeQualified>(
@@ -129,7 +129,7 @@ void* AllocSmallSlow(uint32_t stack_offset, int cls) {
   return AllocSmallFull(cls);
 }
 
-void* AllocSmallFull(int cls) {
+void* AllocSmallFull(int cls) noexcept {
   void* p;
   EnsureInit();
   // The full path: registers the thread's own rseq area if needed, or uses
@@ -148,7 +148,7 @@ void* AllocSmallFull(int cls) {
   return p;
 }
 
-void* AllocLarge(size_t size, size_t align, bool clear) {
+void* AllocLarge(size_t size, size_t align, bool clear) noexcept {
   EnsureInit();
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -165,7 +165,7 @@ void* AllocLarge(size_t size, size_t align, bool clear) {
   return p;
 }
 
-void FreeSlow(void* ptr) {
+void FreeSlow(void* ptr) noexcept {
   if (ptr == nullptr) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
@@ -175,7 +175,7 @@ void FreeSlow(void* ptr) {
   page_heap::FreeLarge(chunk, p);
 }
 
-void FreeSmallSlow(int cls, void* p) {
+void FreeSmallSlow(int cls, void* p) noexcept {
   // The span tag again (two loads the inline path just made, so L1 hits):
   // passing it instead of the class changed the inline path's registers,
   // and that alone made random-size pairs 10-20 % slower on this machine.
@@ -192,7 +192,7 @@ void FreeSmallSlow(int cls, void* p) {
   return FreeSmallFull(cls, p);
 }
 
-void FreeSmallFull(int cls, void* p) {
+void FreeSmallFull(int cls, void* p) noexcept {
   EnsureInit();
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(addr);
@@ -203,7 +203,7 @@ void FreeSmallFull(int cls, void* p) {
   front_end::FreeSlow(cls, p, node);
 }
 
-void DoubleFree(const char* who, void* p) {
+void DoubleFree(const char* who, void* p) noexcept {
   RawBuffer b;
   b.Str("cidmalloc: ").Str(who).Str(": double free of ");
   b.Hex(reinterpret_cast<uintptr_t>(p)).Ch('\n');
@@ -211,7 +211,9 @@ void DoubleFree(const char* who, void* p) {
   abort();
 }
 
-void InvalidPointer(const char* who, void* p) { os::FatalMisuse(who, p); }
+void InvalidPointer(const char* who, void* p) noexcept {
+  os::FatalMisuse(who, p);
+}
 
 namespace {
 [[noreturn]] void Fatal(const char* who, void* p) {

@@ -54,17 +54,22 @@ extern uint8_t g_fast CIDMALLOC_HIDDEN;
 // machine, one tail call away from the inline one) and tail-call the full
 // slow paths, AllocSmallFull and FreeSmallFull, when those fail or do not
 // apply.
+// All noexcept (they report failures through errno or abort): a noexcept
+// caller such as operator delete can then reach them by a tail jump too,
+// without a stack frame on its fast path.
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
-    uint32_t stack_offset, int cls);
-CIDMALLOC_NOINLINE void* AllocSmallFull(int cls);
-CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align, bool clear);
-CIDMALLOC_NOINLINE void FreeSlow(void* p);
-CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(int cls, void* p);
-CIDMALLOC_NOINLINE void FreeSmallFull(int cls, void* p);
+    uint32_t stack_offset, int cls) noexcept;
+CIDMALLOC_NOINLINE void* AllocSmallFull(int cls) noexcept;
+CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align,
+                                    bool clear) noexcept;
+CIDMALLOC_NOINLINE void FreeSlow(void* p) noexcept;
+CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(int cls,
+                                                          void* p) noexcept;
+CIDMALLOC_NOINLINE void FreeSmallFull(int cls, void* p) noexcept;
 // Report and abort.  Not declared [[noreturn]] so that the fast path
 // reaches them by a tail jump, without keeping its stack aligned for a call.
-CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p);
-CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p);
+CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p) noexcept;
+CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 
 // An object from the stack at `stack_offset` of the current ID's slab,
 // else from the slow path, which gets the class from `cls()` (computed only
