@@ -118,6 +118,11 @@ const os::Config& Config() {
   return g_config;
 }
 
+bool Initialized() {
+  // Acquire: pairs with the release store of 2 in InitSlow().
+  return g_init_state.load(std::memory_order_acquire) == 2;
+}
+
 void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
   void* p;
   if (CIDMALLOC_LIKELY(g_fast & kFastQualified) &&

@@ -118,7 +118,16 @@ void StatsAfterInit(const os::Config& config) {
 
 // Runs at exit (also for static links): the CIDMALLOC_STATS=1 summary.
 __attribute__((destructor)) void PrintStatsAtExit() {
-  if (!g_print_at_exit) return;
+  if (!g_print_at_exit) {
+    // A program that never allocated (`./cidmalloc run -- true`) never
+    // initialised the allocator, and so never read the knob: read it now,
+    // and initialise only if it asks for the summary.
+    if (Initialized()) return;  // CIDMALLOC_STATS is not 1.
+    const char* v = GetKnob("CIDMALLOC_STATS");
+    if (v == nullptr || strcmp(v, "1") != 0) return;
+    Config();  // Initialises; sets g_print_at_exit and keeps stderr.
+    if (!g_print_at_exit) return;
+  }
   const int fd = SummaryFd();
   if (fd >= 0) cidmalloc_print_stats(fd);
 }

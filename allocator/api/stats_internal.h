@@ -7,6 +7,8 @@
 namespace cidmalloc::api {
 
 const os::Config& Config();
+// True once initialisation has completed (the first allocation did it).
+bool Initialized();
 
 // Counting mode only (CIDMALLOC_STATS=1).
 void CountAlloc(void* p, bool cache_hit);
