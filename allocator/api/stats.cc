@@ -122,9 +122,7 @@ __attribute__((destructor)) void PrintStatsAtExit() {
     // A program that never allocated (`./cidmalloc run -- true`) never
     // initialised the allocator, and so never read the knob: read it now,
     // and initialise only if it asks for the summary.
-    if (Initialized()) return;  // CIDMALLOC_STATS is not 1.
-    const char* v = GetKnob("CIDMALLOC_STATS");
-    if (v == nullptr || strcmp(v, "1") != 0) return;
+    if (Initialized() || !os::StatsKnobOn()) return;
     Config();  // Initialises; sets g_print_at_exit and keeps stderr.
     if (!g_print_at_exit) return;
   }

@@ -128,13 +128,15 @@ void LoadConfig(Config* c) {
       Invalid("CIDMALLOC_HUGE_PAGES", v);
     }
   }
+  c->stats = StatsKnobOn();
   if (const char* v = GetKnob("CIDMALLOC_STATS")) {
-    if (strcmp(v, "1") == 0) {
-      c->stats = true;
-    } else if (strcmp(v, "0") != 0) {
-      Invalid("CIDMALLOC_STATS", v);
-    }
+    if (!c->stats && strcmp(v, "0") != 0) Invalid("CIDMALLOC_STATS", v);
   }
+}
+
+bool StatsKnobOn() {
+  const char* v = GetKnob("CIDMALLOC_STATS");
+  return v != nullptr && strcmp(v, "1") == 0;
 }
 
 }  // namespace cidmalloc::os

@@ -42,6 +42,11 @@ const KnobInfo* Knobs(size_t* count);
 // initialisation; tests call it after setenv().
 void LoadConfig(Config* config);
 
+// CIDMALLOC_STATS is "1".  LoadConfig reads it this way too (and warns
+// about a value other than 0 or 1); the exit summary of a program that
+// never initialised the allocator asks here, without parsing anything else.
+bool StatsKnobOn();
+
 // "2M", "64k", "1G", "4096" -> bytes.  Returns false on a malformed value.
 bool ParseBytes(const char* s, size_t* out);
 
