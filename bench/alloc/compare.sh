@@ -94,9 +94,9 @@ fi
 for ((rep = 1; rep <= R; rep++)); do
   for a in $ALLOCATORS; do
     echo "run $rep/$R: $a" >&2
-    local_env=()
-    [[ "$a" != baseline ]] || read -r -a local_env <<<"${BASELINE_ENV:-}"
-    env "${local_env[@]}" ${LIB[$a]:+LD_PRELOAD="${LIB[$a]}"} "$BENCH" \
+    run_env=()
+    [[ "$a" != baseline ]] || read -r -a run_env <<<"${BASELINE_ENV:-}"
+    env "${run_env[@]}" ${LIB[$a]:+LD_PRELOAD="${LIB[$a]}"} "$BENCH" \
       --benchmark_min_time="$MIN_TIME" \
       --benchmark_filter="$FILTER" \
       --benchmark_out="$OUT/$a.$rep.json" \

@@ -368,13 +368,15 @@ boot_vm() {
 #    one.
 # Any other panic or oops after /init started is a failure, not retried.
 BOOT_RETRIES="${CIDMALLOC_VM_BOOT_RETRIES:-2}"
+# A kernel failure on the console (verdict fails a scenario on any of them).
+KERNEL_FAILURE_RE='Kernel panic|BUG: |Oops: |general protection fault'
 emulator_failure() {
   local oops
   oops="$(grep -m1 -E 'Oops: int3' "$LOG" || true)"
   if [[ -n "$oops" ]]; then
     echo "kernel oops under emulation: $oops"
   elif ! grep -q '^VMTEST-BOOTED' "$LOG"; then
-    echo "the kernel did not reach /init: $(grep -m1 -E 'Kernel panic|Oops: |BUG: ' "$LOG" || tail -n 1 "$LOG")"
+    echo "the kernel did not reach /init: $(grep -m1 -E "$KERNEL_FAILURE_RE" "$LOG" || tail -n 1 "$LOG")"
   else
     return 1
   fi
@@ -388,7 +390,7 @@ verdict() {
   grep -E '^VMTEST-(RESULT|INFO|TIME|BOOTED|ENV)' "$LOG" || true
   local done_line pass fail known panic
   done_line="$(grep -E '^VMTEST-DONE ' "$LOG" | tail -n 1 || true)"
-  panic="$(grep -m1 -E 'Kernel panic|BUG: |Oops: |general protection fault' "$LOG" || true)"
+  panic="$(grep -m1 -E "$KERNEL_FAILURE_RE" "$LOG" || true)"
   if [[ -n "$panic" ]]; then
     ok=0
     why="kernel panic or oops: $panic"
