@@ -27,6 +27,9 @@
 //                      random order (A=0) or in turn (A=1): how the cost
 //                      of a pair depends on how predictable its class is,
 //                      apart from how many classes there are.  1 thread.
+//   BM_NewDelete/<size>  ::operator new(size) then sized ::operator
+//                      delete, sizes 16, 64 and 256: the same pair as a C++
+//                      program makes it.
 //   BM_Batch/64        malloc 1000 objects of 64 bytes, then free them in
 //                      allocation order.
 //   BM_BatchRandom     the same with the precomputed random sizes.
@@ -144,6 +147,20 @@ void BM_PairClasses(benchmark::State& state) {
 BENCHMARK(BM_PairClasses)
     ->ArgNames({"classes", "alternate"})
     ->Args({1, 0})->Args({2, 0})->Args({2, 1})->Args({8, 0})->Args({31, 0});
+
+// operator new + sized operator delete: a C++ program's pair.  Under glibc
+// these are libstdc++'s, which call malloc and free; jemalloc, mimalloc,
+// tcmalloc and cidmalloc replace them.
+void BM_NewDelete(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    void* p = ::operator new(size);
+    benchmark::DoNotOptimize(p);
+    ::operator delete(p, size);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_NewDelete)->Arg(16)->Arg(64)->Arg(256)->Threads(1)->Threads(2);
 
 // ---- Batches: 1000 mallocs, then 1000 frees ---------------------------------
 constexpr int kBatch = 1000;
