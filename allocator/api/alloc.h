@@ -75,15 +75,22 @@ CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 // else from the slow path, which gets the class from `cls()` (computed only
 // on the way there) and the stack offset too, so that the node-qualified
 // section does not look it up again.
+// The pop alone: false when the fast path is off or the stack is empty.
+__attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
+                                                     void** p) {
+  if (CIDMALLOC_LIKELY(g_fast & kFastAlloc) &&
+      CIDMALLOC_LIKELY(front_end::TryAllocAt(stack_offset, p))) {
+    static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
+    return true;
+  }
+  return false;
+}
+
 template <typename ClassFn>
 __attribute__((always_inline)) inline void* AllocFromStack(
     uint32_t stack_offset, ClassFn cls) {
   void* p;
-  if (CIDMALLOC_LIKELY(g_fast & kFastAlloc) &&
-      CIDMALLOC_LIKELY(front_end::TryAllocAt(stack_offset, &p))) {
-    static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
-    return p;
-  }
+  if (CIDMALLOC_LIKELY(PopCached(stack_offset, &p))) return p;
   return AllocSmallSlow(stack_offset, cls());
 }
 
@@ -100,6 +107,16 @@ __attribute__((always_inline)) inline void* Alloc(size_t size) {
                           [size] { return central::ClassOf(size); });
   }
   return AllocLarge(size, central::kMinAlign, false);
+}
+
+// Alloc's fast path alone, for a caller whose own out-of-line slow path
+// does the whole allocation again (operator new, whose slow path also runs
+// the new-handler: its fast path then needs no stack frame).  False when
+// the size is not small, the fast path is off or the stack is empty.
+__attribute__((always_inline)) inline bool TryAllocCached(size_t size,
+                                                          void** p) {
+  return CIDMALLOC_LIKELY(size <= central::kMaxSmallSize) &&
+         PopCached(front_end::StackOffsetOf(size), p);
 }
 
 __attribute__((always_inline)) inline void Free(void* ptr) {

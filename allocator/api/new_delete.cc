@@ -91,15 +91,18 @@ CIDMALLOC_NOINLINE void* NewSlow(std::size_t size, std::size_t align) {
   }
 }
 
+// The cache pop inline; anything else (a miss, a large size, the
+// new-handler) out of line, reached by a tail call, so that the fast path
+// keeps nothing live across a call and needs no stack frame.
 inline void* New(std::size_t size) {
-  void* p = Alloc(size);
-  if (__builtin_expect(p != nullptr, 1)) return p;
+  void* p;
+  if (__builtin_expect(cidmalloc::api::TryAllocCached(size, &p), 1)) return p;
   return NewSlow<OnFailure::kThrow>(size, 0);
 }
 
 inline void* NewNothrow(std::size_t size) noexcept {
-  void* p = Alloc(size);
-  if (__builtin_expect(p != nullptr, 1)) return p;
+  void* p;
+  if (__builtin_expect(cidmalloc::api::TryAllocCached(size, &p), 1)) return p;
   return NewSlow<OnFailure::kReturnNull>(size, 0);
 }
 
