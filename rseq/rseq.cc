@@ -154,13 +154,14 @@ void CounterAddSlow(uintptr_t base, int64_t delta) {
     }
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   CIDMALLOC_RSEQ_INJECT_C(0);
   int64_t* counter = reinterpret_cast<int64_t*>(
       base + (uintptr_t{g_process.num_rseq_ids + index}
               << CIDMALLOC_COUNTER_STRIDE_SHIFT));
   *counter += delta;
-  SoftUnlock(index);
+  SoftExit(hold);
 }
 
 void* PopSlow(void* const* table, uintptr_t offset) {
@@ -176,7 +177,8 @@ void* PopSlow(void* const* table, uintptr_t offset) {
     t_path = ThreadPath::kSoft;
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   void* item = nullptr;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
@@ -186,7 +188,7 @@ void* PopSlow(void* const* table, uintptr_t offset) {
     CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
     s->count = n;
   }
-  SoftUnlock(index);
+  SoftExit(hold);
   return item;
 }
 
@@ -203,7 +205,8 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
     t_path = ThreadPath::kSoft;
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   bool ok = false;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
@@ -214,7 +217,7 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
     s->count = n + 1;
     ok = true;
   }
-  SoftUnlock(index);
+  SoftExit(hold);
   return ok;
 }
 
@@ -231,14 +234,15 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
     t_path = ThreadPath::kSoft;
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   uint32_t n = 0;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr) {
     while (n < want && s->count > 0) out[n++] = s->slots()[--s->count];
   }
-  SoftUnlock(index);
+  SoftExit(hold);
   return n;
 }
 
@@ -255,14 +259,15 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
     t_path = ThreadPath::kSoft;
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   uint32_t n = 0;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr) {
     while (n < want && s->count < s->capacity) s->slots()[s->count++] = in[n++];
   }
-  SoftUnlock(index);
+  SoftExit(hold);
   return n;
 }
 
@@ -279,7 +284,8 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
     t_path = ThreadPath::kSoft;
   }
 #endif
-  const uint32_t index = SoftLockAny();
+  const SoftHold hold = SoftEnter();
+  const uint32_t index = hold.index;
   int64_t c = -1;
   Stack* s = SoftStack(table, offset, index);
   if (s != nullptr) {
@@ -288,7 +294,7 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
     if (c > limit) c = limit;
     s->capacity = static_cast<uint32_t>(c);
   }
-  SoftUnlock(index);
+  SoftExit(hold);
   return c;
 }
 
@@ -306,7 +312,7 @@ bool QuiesceId(uint32_t id) {
   EnsureInit();
   if (id >= g_process.num_rseq_ids) {
     const uint32_t index = id - g_process.num_rseq_ids;
-    SoftLockWait(index);
+    if (!SoftLockExclusive(index)) return false;
     SoftUnlock(index);
     return true;
   }

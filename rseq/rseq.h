@@ -39,6 +39,8 @@
 #include "rseq/abi.h"
 #include "rseq/area.h"
 #include "rseq/cpu_node.h"
+#include "rseq/inject.h"
+#include "rseq/soft_ids.h"
 #include "rseq/state.h"
 #if CIDMALLOC_RSEQ_X86_64
 #include "rseq/cs_x86_64.h"
@@ -213,6 +215,45 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 #endif
 }
 
+// Soft IDs under the owner protocol (none mode; soft_ids.h): a pop or push
+// on the calling thread's own soft ID, inline, with no lock and no atomic
+// read-modify-write.  False when the thread cannot use the protocol right
+// now (no owned ID, inside its own operation, a locker on the ID), or the
+// ID has no region, or the stack is empty (full).  Callers fall back to
+// Pop / Push, which handle every case.
+inline Stack* SoftOwnerStack(void* const* table, uintptr_t offset,
+                             uint32_t index) {
+  // Relaxed: a drainer publishes regions with release stores, and the
+  // owner protocol's acquire load of the lock orders what it did before.
+  char* region = static_cast<char*>(
+      __atomic_load_n(&table[g_process.num_rseq_ids + index], __ATOMIC_RELAXED));
+  return region == nullptr ? nullptr : reinterpret_cast<Stack*>(region + offset);
+}
+
+inline bool SoftOwnerPop(void* const* table, uintptr_t offset, void** item) {
+  return SoftOwnerRun([=](uint32_t index) {
+    Stack* s = SoftOwnerStack(table, offset, index);
+    if (s == nullptr || s->count == 0) return false;
+    const uint32_t n = s->count - 1;
+    *item = s->slots()[n];
+    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+    s->count = n;
+    return true;
+  });
+}
+
+inline bool SoftOwnerPush(void* const* table, uintptr_t offset, void* item) {
+  return SoftOwnerRun([=](uint32_t index) {
+    Stack* s = SoftOwnerStack(table, offset, index);
+    if (s == nullptr || s->count >= s->capacity) return false;
+    const uint32_t n = s->count;
+    s->slots()[n] = item;
+    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+    s->count = n + 1;
+    return true;
+  });
+}
+
 // The raw-ID critical sections alone, with the ID-kind check, for callers
 // with a slow path of their own: they also fail unless the kind is kRaw and
 // on a thread whose own area is not registered yet, and the caller's slow
@@ -273,7 +314,10 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
 // kernel lacks it (before 5.10) or the mode is none.
 bool Fence();
 // Waits until no operation on `id` is in flight (see the header comment).
-// Returns false if that cannot be guaranteed (no fence on this kernel).
+// Returns false if that cannot be guaranteed: an rseq ID on a kernel
+// without the fence, or the calling thread's own soft ID when this call
+// interrupted its operation on it (a signal handler; soft_ids.h).  A soft
+// ID whose owner runs without the lock costs a membarrier(2).
 bool QuiesceId(uint32_t id);
 
 }  // namespace cidmalloc::rseq

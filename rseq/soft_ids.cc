@@ -1,5 +1,7 @@
 #include "rseq/soft_ids.h"
 
+#include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,10 +9,13 @@
 namespace cidmalloc::rseq {
 
 constinit SoftLock g_soft_locks[kMaxSoftIds];
+constinit bool g_soft_owner_protocol = false;
+__thread int32_t t_soft_owner_index CIDMALLOC_TLS_IE = -1;
 
 namespace {
 
-constexpr uint32_t kWords = kMaxSoftIds / 64;
+constexpr uint32_t kWords = kOwnedSoftIds / 64;
+static_assert(kOwnedSoftIds % 64 == 0);
 // Bit i set: soft index i is owned by a live thread.  Set and cleared with
 // acq_rel RMWs; ownership hand-over between threads is ordered by the soft
 // lock, not by this bitmap, which only avoids sharing.
@@ -21,6 +26,12 @@ constinit std::atomic<uint64_t> g_used[kWords];
 __thread int32_t t_index CIDMALLOC_TLS_IE = -1;
 __thread bool t_owned CIDMALLOC_TLS_IE = false;
 
+// t_soft_owner_index from the three it depends on.
+void SetOwnerIndex() {
+  t_soft_owner_index =
+      t_index >= 0 && t_owned && g_soft_owner_protocol ? t_index : -1;
+}
+
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
 // Written once before threads use soft IDs (SetSoftIdExitCallback's
@@ -30,6 +41,8 @@ void (*g_exit_callback)(uint32_t id) = nullptr;
 void ReleaseOnExit(void*) {
   const int32_t index = t_index;
   if (index < 0) return;
+  // From here on the thread's operations take locks on shared IDs.
+  t_soft_owner_index = -1;
   if (g_exit_callback != nullptr) {
     g_exit_callback(g_process.num_rseq_ids + static_cast<uint32_t>(index));
   }
@@ -57,14 +70,65 @@ int32_t AllocateIndex() {
   }
   // All owned: share one, chosen by thread id.  The lock keeps it correct.
   t_owned = false;
-  return static_cast<int32_t>(static_cast<uint32_t>(syscall(SYS_gettid)) %
-                              kMaxSoftIds);
+  return static_cast<int32_t>(
+      kOwnedSoftIds +
+      static_cast<uint32_t>(syscall(SYS_gettid)) % kSharedSoftIds);
+}
+
+// Some ID's lock, trying `first` and then the IDs after it among the
+// `count` starting at `base`; yields while all are held.
+uint32_t LockAnyOf(uint32_t base, uint32_t count, uint32_t first) {
+  for (;;) {
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint32_t index = base + (first - base + k) % count;
+      if (SoftTryLock(index)) return index;
+    }
+    syscall(SYS_sched_yield);
+  }
+}
+
+// membarrier(2): a full barrier on every cpu running one of our threads.
+bool Membarrier(int cmd) {
+  const int saved = errno;
+  const long r = syscall(SYS_membarrier, cmd, 0, 0);
+  errno = saved;
+  return r == 0;
+}
+
+// The owner protocol, if the kernel lets us use it.
+void ChooseSoftProtocol() {
+  g_soft_owner_protocol =
+      g_process.mode == Mode::kNone &&
+      Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+}
+
+// The locker's half of the owner protocol: with `index`'s lock held, waits
+// until its owner is not busy.  False if the owner is the calling thread,
+// busy on it (this call interrupted its own operation).
+bool WaitForOwner(uint32_t index) {
+  if (!g_soft_owner_protocol || index >= kOwnedSoftIds) return true;
+  SoftLock& l = g_soft_locks[index];
+  if (t_owned && static_cast<uint32_t>(t_index) == index) {
+    // Our own ID: no other thread runs the owner protocol on it.
+    return l.busy.load(std::memory_order_relaxed) == 0;
+  }
+  // Stands in for the owner's fence between its busy store and its load of
+  // `held` (soft_ids.h).  Registered at Init; it cannot fail afterwards
+  // but for a kernel bug, and then waiting for busy is the best left.
+  Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  // Acquire: pairs with the owner's release store of 0, so the locker sees
+  // the data the operation wrote.
+  while (l.busy.load(std::memory_order_acquire) != 0) {
+    syscall(SYS_sched_yield);
+  }
+  return true;
 }
 
 uint32_t OwnIndex() {
   if (CIDMALLOC_LIKELY(t_index >= 0)) return static_cast<uint32_t>(t_index);
   EnsureInit();
   t_index = AllocateIndex();
+  SetOwnerIndex();
   // A non-null value makes the destructor run at thread exit.  Our key is
   // created during Init, among the first keys, so this does not allocate.
   if (g_exit_key_ok) pthread_setspecific(g_exit_key, &t_index);
@@ -75,27 +139,66 @@ uint32_t OwnIndex() {
 
 uint32_t CurrentSoftId() { return g_process.num_rseq_ids + OwnIndex(); }
 
-uint32_t SoftLockAny() {
+SoftHold SoftEnter() {
   const uint32_t own = OwnIndex();
-  for (;;) {
-    for (uint32_t k = 0; k < kMaxSoftIds; ++k) {
-      const uint32_t index = (own + k) % kMaxSoftIds;
-      if (SoftTryLock(index)) return index;
+  if (!g_soft_owner_protocol) return {LockAnyOf(0, kMaxSoftIds, own), true};
+  if (t_soft_owner_index >= 0) {
+    SoftLock& l = g_soft_locks[own];
+    // Busy already: this operation interrupted the thread's own one (a
+    // signal handler), whose ID it must not touch.
+    if (l.busy.load(std::memory_order_relaxed) == 0) {
+      l.busy.store(1, std::memory_order_relaxed);
+      // Keeps the compiler from moving the store after the load; the cpu's
+      // store-load order is the locker's membarrier (soft_ids.h).
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      // Acquire: pairs with the release of the lock by the last locker, so
+      // the owner sees what it did to the ID's data.
+      if (l.held.load(std::memory_order_acquire) == 0) return {own, false};
+      l.busy.store(0, std::memory_order_release);  // A locker: step aside.
     }
-    syscall(SYS_sched_yield);
   }
+  return {LockAnyOf(kOwnedSoftIds, kSharedSoftIds,
+                    kOwnedSoftIds + own % kSharedSoftIds),
+          true};
 }
 
-void SoftLockWait(uint32_t index) {
+void SoftExit(SoftHold h) {
+  if (h.locked) return SoftUnlock(h.index);
+  // Release: pairs with a waiting locker's acquire load (WaitForOwner).
+  g_soft_locks[h.index].busy.store(0, std::memory_order_release);
+}
+
+bool SoftLockExclusive(uint32_t index) {
   while (!SoftTryLock(index)) syscall(SYS_sched_yield);
+  if (WaitForOwner(index)) return true;
+  SoftUnlock(index);
+  return false;
 }
 
 void InitSoftIds() {
   g_exit_key_ok = pthread_key_create(&g_exit_key, ReleaseOnExit) == 0;
+  ChooseSoftProtocol();
 }
 
 void LockSoftIdsForFork() {
-  for (uint32_t i = 0; i < kMaxSoftIds; ++i) SoftLockWait(i);
+  for (uint32_t i = 0; i < kMaxSoftIds; ++i) {
+    while (!SoftTryLock(i)) syscall(SYS_sched_yield);
+  }
+  if (!g_soft_owner_protocol) return;
+  // One barrier for all the owners, then wait for each (an owner busy on
+  // its ID finishes; one that comes later finds the lock held).  The
+  // forking thread's own ID is not waited for: if it is busy, fork() was
+  // called from a signal handler inside the thread's own operation, and
+  // the child gets that operation half done, as it would any other state
+  // of a thread interrupted there.
+  Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  for (uint32_t i = 0; i < kOwnedSoftIds; ++i) {
+    if (t_owned && static_cast<uint32_t>(t_index) == i) continue;
+    // Acquire: pairs with the owner's release store of 0.
+    while (g_soft_locks[i].busy.load(std::memory_order_acquire) != 0) {
+      syscall(SYS_sched_yield);
+    }
+  }
 }
 
 void UnlockSoftIdsAfterFork() {
@@ -104,7 +207,13 @@ void UnlockSoftIdsAfterFork() {
 
 void ResetSoftIdsInChild() {
   for (auto& w : g_used) w.store(0, std::memory_order_relaxed);
-  for (auto& l : g_soft_locks) l.held.store(0, std::memory_order_relaxed);
+  for (auto& l : g_soft_locks) {
+    l.held.store(0, std::memory_order_relaxed);
+    l.busy.store(0, std::memory_order_relaxed);
+  }
+  // membarrier registration belongs to the parent's mm.
+  ChooseSoftProtocol();
+  SetOwnerIndex();
   if (t_index >= 0 && t_owned) {
     g_used[t_index / 64].store(uint64_t{1} << (t_index % 64),
                                std::memory_order_relaxed);

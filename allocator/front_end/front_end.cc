@@ -299,13 +299,16 @@ void DrainAll() {
   // one, drain, and publish them again.  Slab creation is blocked meanwhile.
   os::SpinLockHolder h(&g_lock);
   bool any_rseq = false;
+  // A soft ID that cannot be quiesced: the caller's own, when malloc_trim
+  // runs in a signal handler that interrupted the thread's operation on it.
+  uint32_t busy_soft_id = ~0u;
   for (uint32_t id = 0; id < kMaxIds; ++id) {
     if (g_store[id] == nullptr) continue;
     __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
     if (id < rseq::NumRseqIds()) {
       any_rseq = true;
-    } else {
-      rseq::QuiesceId(id);
+    } else if (!rseq::QuiesceId(id)) {
+      busy_soft_id = id;
     }
   }
   // A failed fence (kernel < 5.10) leaves the rseq IDs' slabs undrained.
@@ -313,7 +316,9 @@ void DrainAll() {
   for (uint32_t id = 0; id < kMaxIds; ++id) {
     void* slab = g_store[id];
     if (slab == nullptr) continue;
-    if (id >= rseq::NumRseqIds() || fenced) DrainUnpublished(slab);
+    if (id >= rseq::NumRseqIds() ? id != busy_soft_id : fenced) {
+      DrainUnpublished(slab);
+    }
     __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
   }
 }
@@ -324,8 +329,9 @@ void OnSoftIdExit(uint32_t id) {
   void* slab = g_store[id];
   if (slab == nullptr) return;
   __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
-  rseq::QuiesceId(id);
-  DrainUnpublished(slab);
+  // The exiting thread is not inside an operation, so its own ID can
+  // always be quiesced; a shared ID waits for its lock.
+  if (rseq::QuiesceId(id)) DrainUnpublished(slab);
   __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
 }
 

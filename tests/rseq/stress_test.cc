@@ -15,6 +15,11 @@
 // Items also carry an ownership flag that is flipped on every pop and
 // before every push, which catches a duplicate at the moment it is popped.
 //
+// Half of the single pops and pushes first try the inline owner-protocol
+// operations (SoftOwnerPop / SoftOwnerPush: none mode's fast path), and
+// the signal handler always does, so that in none mode the handler
+// interrupts them and the drainer quiesces IDs under them.
+//
 // Linked with //rseq:rseq_testing (CIDMALLOC_RSEQ_INJECT and
 // CIDMALLOC_RSEQ_COMPARE_TWICE).  Built once per environment (BUILD):
 // cid, cpu and none modes, and own registration.
@@ -138,14 +143,31 @@ struct HandlerState {
 };
 __thread HandlerState t_handler;
 
+// Pop and Push, first trying the inline owner-protocol operations when
+// `owner_first` (none mode's fast path; elsewhere they fail at once): a
+// failed attempt leaves everything as it was, so the full operation
+// follows.
+void* PopMaybeOwner(void* const* table, uintptr_t off, bool owner_first) {
+  void* item;
+  if (owner_first && rs::SoftOwnerPop(table, off, &item)) return item;
+  return rs::Pop(table, off);
+}
+bool PushMaybeOwner(void* const* table, uintptr_t off, void* item,
+                    bool owner_first) {
+  if (owner_first && rs::SoftOwnerPush(table, off, item)) return true;
+  return rs::Push(table, off, item);
+}
+
 // Pushes `*n` items of `v[0..*n)` (the last ones), keeping what does not
 // fit.  Returns how many were pushed.
-uint32_t PushBack(World& w, void** v, uint32_t* n, bool batch) {
+uint32_t PushBack(World& w, void** v, uint32_t* n, bool batch,
+                  bool owner_first = true) {
   if (*n == 0) return 0;
   if (!batch) {
     void* it = v[*n - 1];
     w.Release(it);
-    if (rs::Push(w.stacks->table(), w.stacks->offset(), it)) {
+    if (PushMaybeOwner(w.stacks->table(), w.stacks->offset(), it,
+                       owner_first)) {
       --*n;
       return 1;
     }
@@ -174,16 +196,18 @@ void OnSigusr1(int) {
     ++h.runs;
     rs::CounterAdd(w->counters->base(), 1);
     ++h.adds;
-    // Retry what an earlier run could not push back, then pop one item and
-    // push it back.
-    while (h.n > 0 && PushBack(*w, h.held, &h.n, false) == 1) {
-    }
-    if (h.n < kHandlerHeldMax) {
-      void* it = rs::Pop(w->stacks->table(), w->stacks->offset());
-      if (it != nullptr && w->Take(it)) {
-        h.held[h.n++] = it;
-        PushBack(*w, h.held, &h.n, false);
+    // Odd runs pop an item and keep it; even runs push back what the
+    // handler holds.  A pop or push that interrupts the thread's own on
+    // the same stack without stepping aside then duplicates or loses an
+    // item (a pop pushed back at once would mostly undo itself).  The
+    // owner-protocol operations go first: they must step aside when the
+    // handler interrupted the thread's own operation.
+    if (h.runs % 2 == 0) {
+      while (h.n > 0 && PushBack(*w, h.held, &h.n, false) == 1) {
       }
+    } else if (h.n < kHandlerHeldMax) {
+      void* it = PopMaybeOwner(w->stacks->table(), w->stacks->offset(), true);
+      if (it != nullptr && w->Take(it)) h.held[h.n++] = it;
     }
   }
   errno = saved_errno;
@@ -231,7 +255,7 @@ void Worker(World& w, const Scenario& sc, int index, const std::vector<int>& cpu
     // Take something.
     const uint32_t op = rng.Below(4);
     if (op < 2) {
-      void* item = rs::Pop(table, off);
+      void* item = PopMaybeOwner(table, off, op == 0);
       if (item == nullptr) {
         ++out->empty_pops;
       } else if (w.Take(item)) {
@@ -268,7 +292,7 @@ void Worker(World& w, const Scenario& sc, int index, const std::vector<int>& cpu
         if (pushed == 0) ++out->full_pushes;
       } else {
         n = static_cast<uint32_t>(held.size());
-        if (PushBack(w, held.data(), &n, false) == 1) {
+        if (PushBack(w, held.data(), &n, false, rng.Below(2) == 0) == 1) {
           held.pop_back();
           ++out->pushes;
           w.progress.fetch_add(1, std::memory_order_relaxed);
