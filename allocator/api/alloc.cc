@@ -75,6 +75,11 @@ void DoInit() {
   if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified && !g_counting) {
     fast = kFastQualified;
   }
+  // One node: free's soft push, like kFastFree, skips the remote check.
+  if (rseq::CurrentMode() == rseq::Mode::kNone && !g_counting &&
+      os::NumNodes() == 1 && !os::g_topology.injected) {
+    fast = kFastSoft;
+  }
   g_fast = fast;  // Published by the release store of g_init_state.
   errno = saved;
 }
@@ -129,6 +134,11 @@ void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
       CIDMALLOC_LIKELY(front_end::TryAllocAt<rseq::IdKind::kNodeQualified>(
           stack_offset, &p))) {
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
+    return p;
+  }
+  if (CIDMALLOC_LIKELY(g_fast & kFastSoft) &&
+      CIDMALLOC_LIKELY(front_end::TryAllocSoft(stack_offset, &p))) {
+    static_cast<uintptr_t*>(p)[1] = 0;
     return p;
   }
   return AllocSmallFull(cls);
@@ -191,6 +201,13 @@ void FreeSmallSlow(int cls, void* p) noexcept {
         page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
     if (CIDMALLOC_LIKELY(front_end::TryFreeAt<rseq::IdKind::kNodeQualified>(
             central::TagPayload(tag), p, central::TagNode(tag)))) {
+      return;
+    }
+  } else if (CIDMALLOC_LIKELY(g_fast & kFastSoft)) {
+    const uint32_t tag =
+        page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
+    if (CIDMALLOC_LIKELY(
+            front_end::TryFreeSoft(central::TagPayload(tag), p))) {
       return;
     }
   }

@@ -46,13 +46,23 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 //   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
 //                   counting: the slow paths start with the node-qualified
 //                   sections, one call away from the inline fast path.
-enum FastPath : uint8_t { kFastAlloc = 1, kFastFree = 2, kFastQualified = 4 };
+//   kFastSoft       none mode, one node, and not counting: the slow paths
+//                   start with the owner protocol's pop and push on the
+//                   thread's own soft ID (rseq/soft_ids.h), which fail
+//                   where the protocol is off.
+enum FastPath : uint8_t {
+  kFastAlloc = 1,
+  kFastFree = 2,
+  kFastQualified = 4,
+  kFastSoft = 8,
+};
 extern uint8_t g_fast CIDMALLOC_HIDDEN;
 
 // Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
 // node-qualified sections (kFastQualified: the fast path of a multi-node
-// machine, one tail call away from the inline one) and tail-call the full
-// slow paths, AllocSmallFull and FreeSmallFull, when those fail or do not
+// machine, one tail call away from the inline one) or the soft-ID owner
+// protocol (kFastSoft: none mode's fast path), and tail-call the full slow
+// paths, AllocSmallFull and FreeSmallFull, when those fail or do not
 // apply.
 // All noexcept (they report failures through errno or abort): a noexcept
 // caller such as operator delete can then reach them by a tail jump too,

@@ -144,6 +144,15 @@ inline bool TryFree(int cls, void* p, int node = 0) {
   return TryFreeAt<K>(kLayout.offset[cls], p, node);
 }
 
+// None mode's fast paths: the calling thread's own soft ID under the owner
+// protocol (rseq::SoftOwnerPop / Push).  False on any failure.
+inline bool TryAllocSoft(uint32_t stack_offset, void** p) {
+  return rseq::SoftOwnerPop(g_slabs, stack_offset, p);
+}
+inline bool TryFreeSoft(uint32_t stack_offset, void* p) {
+  return rseq::SoftOwnerPush(g_slabs, stack_offset, p);
+}
+
 // Before any allocation: also registers each class's stack offset as the
 // payload of its span tags (central::SetTagPayloads), so that free() finds
 // the stack from the tag: the offset of class c is TagPayload(tag).
