@@ -9,8 +9,8 @@ namespace cidmalloc::os {
 
 namespace {
 
-// The knob table.  CIDMALLOC_RSEQ_MODE and CIDMALLOC_RSEQ_NODE_IDS are
-// parsed by the rseq layer (they must be known before any allocation); they
+// The knob table.  CIDMALLOC_RSEQ_MODE, CIDMALLOC_RSEQ_NODE_IDS and
+// CIDMALLOC_RSEQ_SOFT are parsed by the rseq layer (they must be known before any allocation); they
 // are listed here so that the table is complete.
 constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_RSEQ_MODE", "cid|cpu|none", "best available",
@@ -18,6 +18,9 @@ constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_RSEQ_NODE_IDS", "auto|on|off", "auto",
      "node-qualified cid IDs (one slab per node and cid); auto: on with "
      "several nodes"},
+    {"CIDMALLOC_RSEQ_SOFT", "owner|lock", "owner",
+     "none mode: a thread's own soft ID without a lock (owner protocol, "
+     "where membarrier allows it) or under its lock"},
     {"CIDMALLOC_NUMA_POLICY", "bind|preferred|off", "bind",
      "how each node's memory is bound to the node (mbind)"},
     {"CIDMALLOC_CACHE_BYTES", "bytes (k/M/G suffix)", "1M",

@@ -36,6 +36,7 @@ const char* const kAllKnobs[] = {
     "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_RSEQ_NODE_IDS", "CIDMALLOC_NUMA_POLICY",
     "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_RELEASE_BYTES",
     "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS",
+    "CIDMALLOC_RSEQ_SOFT",
 };
 
 class ConfigTest : public testing::Test {
@@ -264,13 +265,14 @@ TEST(Knobs, TableIsCompleteAndWellFormed) {
 
 TEST_F(ConfigTest, EveryTableKnobButTheRseqOnesIsReadByLoadConfig) {
   // Set each knob to an invalid value: LoadConfig must complain about it,
-  // which proves it reads it.  CIDMALLOC_RSEQ_MODE and _NODE_IDS are read
-  // by the rseq layer, before any allocation.
+  // which proves it reads it.  CIDMALLOC_RSEQ_MODE, _NODE_IDS and _SOFT
+  // are read by the rseq layer, before any allocation.
   size_t count = 0;
   const KnobInfo* table = Knobs(&count);
   for (size_t i = 0; i < count; ++i) {
     const std::string name = table[i].name;
-    if (name == "CIDMALLOC_RSEQ_MODE" || name == "CIDMALLOC_RSEQ_NODE_IDS") {
+    if (name == "CIDMALLOC_RSEQ_MODE" || name == "CIDMALLOC_RSEQ_NODE_IDS" ||
+        name == "CIDMALLOC_RSEQ_SOFT") {
       continue;
     }
     Config c;

@@ -12,9 +12,12 @@
 // On kernels without rseq or without mm_cid the affected checks skip with
 // the reason.
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -613,6 +616,32 @@ TEST(Ids, CurrentIdIsInRangeAndFollowsMode) {
       break;
     }
   }
+}
+
+// The soft IDs' owner protocol runs exactly in none mode where the kernel
+// has membarrier's PRIVATE_EXPEDITED command and CIDMALLOC_RSEQ_SOFT does
+// not ask for the lock protocol; a thread then owns its soft ID.
+TEST(Ids, SoftOwnerProtocolRunsWhereAskedAndAvailable) {
+  const std::string knob = Env("CIDMALLOC_RSEQ_SOFT", "");
+  const long query = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  const bool available =
+      query > 0 && (query & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+  const bool expected = rs::CurrentMode() == rs::Mode::kNone &&
+                        knob != "lock" && available;
+  EXPECT_EQ(rs::g_soft_owner_protocol, expected)
+      << "CIDMALLOC_RSEQ_SOFT=" << knob << ", PRIVATE_EXPEDITED "
+      << available;
+  std::thread t([expected] {
+    const uint32_t id = rs::CurrentId();
+    EXPECT_EQ(rs::t_soft_owner_index >= 0, expected);
+    if (expected) {
+      EXPECT_EQ(static_cast<uint32_t>(rs::t_soft_owner_index),
+                id - rs::NumRseqIds());
+      EXPECT_LT(static_cast<uint32_t>(rs::t_soft_owner_index),
+                rs::kOwnedSoftIds);
+    }
+  });
+  t.join();
 }
 
 TEST(Ids, SoftIdsOfExitedThreadsAreReused) {
