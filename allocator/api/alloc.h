@@ -46,9 +46,9 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 //   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
 //                   counting: the slow paths start with the node-qualified
 //                   sections, one call away from the inline fast path.
-//   kFastSoft       none mode, one node, and not counting: the slow paths
-//                   start with the owner protocol's pop and push on the
-//                   thread's own soft ID (rseq/soft_ids.h), which fail
+//   kFastSoft       none mode, one node, and not counting: the full slow
+//                   paths start with the owner protocol's pop and push on
+//                   the thread's own soft ID (rseq/soft_ids.h), which fail
 //                   where the protocol is off.
 enum FastPath : uint8_t {
   kFastAlloc = 1,
@@ -60,22 +60,26 @@ extern uint8_t g_fast CIDMALLOC_HIDDEN;
 
 // Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
 // node-qualified sections (kFastQualified: the fast path of a multi-node
-// machine, one tail call away from the inline one) or the soft-ID owner
-// protocol (kFastSoft: none mode's fast path), and tail-call the full slow
-// paths, AllocSmallFull and FreeSmallFull, when those fail or do not
-// apply.
+// machine, one tail call away from the inline one) and tail-call the full
+// slow paths, AllocSmallFull and FreeSmallFull, when those fail or do not
+// apply.  These are only the soft-ID owner protocol's pop and push
+// (kFastSoft: none mode's fast path, two tail calls away), and tail-call
+// AllocSmallMiss and FreeSmallMiss, which do the rest: the caches of any
+// mode, refills and flushes, counting.
 // All noexcept (they report failures through errno or abort): a noexcept
 // caller such as operator delete can then reach them by a tail jump too,
 // without a stack frame on its fast path.
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
     uint32_t stack_offset, int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallFull(int cls) noexcept;
+CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align,
                                     bool clear) noexcept;
 CIDMALLOC_NOINLINE void FreeSlow(void* p) noexcept;
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(int cls,
                                                           void* p) noexcept;
 CIDMALLOC_NOINLINE void FreeSmallFull(int cls, void* p) noexcept;
+CIDMALLOC_NOINLINE void FreeSmallMiss(int cls, void* p) noexcept;
 // Report and abort.  Not declared [[noreturn]] so that the fast path
 // reaches them by a tail jump, without keeping its stack aligned for a call.
 CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p) noexcept;
