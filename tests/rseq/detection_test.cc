@@ -247,14 +247,22 @@ std::string ReadAll(int fd) {
   return s;
 }
 
-ChildResult RunKnobChild(const char* knob) {
+// Runs this binary as a child that prints what the library detected, with
+// CIDMALLOC_RSEQ_MODE=knob (unset if null).  With `soft` (then the child
+// prints only whether the soft IDs' owner protocol runs), also
+// CIDMALLOC_RSEQ_SOFT=*soft, unset if *soft is null.
+ChildResult RunKnobChild(const char* knob, const char* const* soft = nullptr) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "CIDMALLOC_RSEQ_MODE=", 20) == 0) continue;
+    if (strncmp(*e, "CIDMALLOC_RSEQ_SOFT=", 20) == 0) continue;
     env.push_back(*e);
   }
-  env.push_back("RSEQ_DETECTION_CHILD=1");
+  env.push_back(soft ? "RSEQ_DETECTION_CHILD=soft" : "RSEQ_DETECTION_CHILD=1");
   if (knob != nullptr) env.push_back(std::string("CIDMALLOC_RSEQ_MODE=") + knob);
+  if (soft != nullptr && *soft != nullptr) {
+    env.push_back(std::string("CIDMALLOC_RSEQ_SOFT=") + *soft);
+  }
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -321,6 +329,41 @@ TEST(Detection, ModeKnobHonouredForEveryValue) {
       // Unset, or a valid value the kernel supports: nothing to say.  (Not
       // checked for the empty value: the library treats it as "no cap" but
       // still warns "not available" where the kernel lacks mm_cid.)
+      EXPECT_EQ(r.err, "");
+    }
+  }
+}
+
+// CIDMALLOC_RSEQ_SOFT in none mode: owner (the default; also unset and
+// empty) runs the owner protocol where membarrier allows it, lock does not,
+// and anything else warns and keeps the default.
+TEST(Detection, SoftKnobHonouredForEveryValue) {
+  const long query = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  const bool available =
+      query > 0 && (query & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+  struct Case {
+    const char* knob;  // nullptr: unset
+    bool owner;
+    bool warn_invalid;
+  };
+  const Case cases[] = {
+      {nullptr, true, false}, {"owner", true, false}, {"lock", false, false},
+      {"", true, false},      {"bogus", true, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("CIDMALLOC_RSEQ_SOFT=") +
+                 (c.knob ? c.knob : "(unset)"));
+    ChildResult r = RunKnobChild("none", &c.knob);
+    ASSERT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+        << "child status " << r.status << " stderr: " << r.err;
+    EXPECT_EQ(r.out, c.owner && available ? "owner_protocol=1\n"
+                                          : "owner_protocol=0\n");
+    if (c.warn_invalid) {
+      EXPECT_NE(r.err.find("CIDMALLOC_RSEQ_SOFT=bogus is not one of "
+                           "owner|lock; using owner"),
+                std::string::npos)
+          << "stderr: " << r.err;
+    } else {
       EXPECT_EQ(r.err, "");
     }
   }
@@ -986,7 +1029,14 @@ TEST(Ops, AdjustCapacityClampsAndBoundsPushes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (getenv("RSEQ_DETECTION_CHILD") != nullptr) {
+  const char* child = getenv("RSEQ_DETECTION_CHILD");
+  if (child != nullptr && strcmp(child, "soft") == 0) {
+    // For Detection.SoftKnobHonouredForEveryValue.
+    rs::EnsureInit();
+    printf("owner_protocol=%d\n", rs::g_soft_owner_protocol ? 1 : 0);
+    return 0;
+  }
+  if (child != nullptr) {
     // Knob-printing mode for Detection.ModeKnobHonouredForEveryValue.
     const rs::ProcessState& p = rs::Process();
     printf("mode=%s best=%s registration=%s\n", rs::ModeName(p.mode),
