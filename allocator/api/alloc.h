@@ -85,10 +85,6 @@ CIDMALLOC_NOINLINE void FreeSmallMiss(int cls, void* p) noexcept;
 CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p) noexcept;
 CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 
-// An object from the stack at `stack_offset` of the current ID's slab,
-// else from the slow path, which gets the class from `cls()` (computed only
-// on the way there) and the stack offset too, so that the node-qualified
-// section does not look it up again.
 // The pop alone: false when the fast path is off or the stack is empty.
 __attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
                                                      void** p) {
@@ -100,6 +96,10 @@ __attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
   return false;
 }
 
+// An object from the stack at `stack_offset` of the current ID's slab,
+// else from the slow path, which gets the class from `cls()` (computed only
+// on the way there) and the stack offset too, so that the node-qualified
+// section does not look it up again.
 template <typename ClassFn>
 __attribute__((always_inline)) inline void* AllocFromStack(
     uint32_t stack_offset, ClassFn cls) {
