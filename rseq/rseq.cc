@@ -64,19 +64,6 @@ ThreadPath OperationPath() {
   return path;
 }
 
-void* SlotTable(void* const* table, uint32_t id) {
-  // Drainers store table entries concurrently (see rseq.h); the lock orders
-  // the region's contents, this load only has to be a single access.
-  return __atomic_load_n(&table[id], __ATOMIC_RELAXED);
-}
-
-Stack* SoftStack(void* const* table, uintptr_t offset, uint32_t index) {
-  char* region =
-      static_cast<char*>(SlotTable(table, g_process.num_rseq_ids + index));
-  return region == nullptr ? nullptr
-                           : reinterpret_cast<Stack*>(region + offset);
-}
-
 }  // namespace
 
 uint32_t CurrentId() {
@@ -182,12 +169,7 @@ void* PopSlow(void* const* table, uintptr_t offset) {
   void* item = nullptr;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
-  if (s != nullptr && s->count > 0) {
-    const uint32_t n = s->count - 1;
-    item = s->slots()[n];
-    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-    s->count = n;
-  }
+  SoftStackPop(s, &item);  // Leaves item null when it fails.
   SoftExit(hold);
   return item;
 }
@@ -207,16 +189,9 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
 #endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
-  bool ok = false;
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
-  if (s != nullptr && s->count < s->capacity) {
-    const uint32_t n = s->count;
-    s->slots()[n] = item;
-    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-    s->count = n + 1;
-    ok = true;
-  }
+  const bool ok = SoftStackPush(s, item);
   SoftExit(hold);
   return ok;
 }

@@ -221,36 +221,44 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 // now (no owned ID, inside its own operation, a locker on the ID), or the
 // ID has no region, or the stack is empty (full).  Callers fall back to
 // Pop / Push, which handle every case.
-inline Stack* SoftOwnerStack(void* const* table, uintptr_t offset,
-                             uint32_t index) {
-  // Relaxed: a drainer publishes regions with release stores, and the
-  // owner protocol's acquire load of the lock orders what it did before.
+inline Stack* SoftStack(void* const* table, uintptr_t offset,
+                        uint32_t index) {
+  // Relaxed: a drainer publishes regions with release stores, and the soft
+  // ID's lock or the owner protocol's acquire load orders what it did.
   char* region = static_cast<char*>(
       __atomic_load_n(&table[g_process.num_rseq_ids + index], __ATOMIC_RELAXED));
   return region == nullptr ? nullptr : reinterpret_cast<Stack*>(region + offset);
 }
 
+// A soft ID's pop and push on its stack `s` (null: no region), with the
+// test library's delay between the read and the write; the caller holds
+// the ID (lock or owner protocol).
+inline bool SoftStackPop(Stack* s, void** item) {
+  if (s == nullptr || s->count == 0) return false;
+  const uint32_t n = s->count - 1;
+  *item = s->slots()[n];
+  CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+  s->count = n;
+  return true;
+}
+inline bool SoftStackPush(Stack* s, void* item) {
+  if (s == nullptr || s->count >= s->capacity) return false;
+  const uint32_t n = s->count;
+  s->slots()[n] = item;
+  CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
+  s->count = n + 1;
+  return true;
+}
+
 inline bool SoftOwnerPop(void* const* table, uintptr_t offset, void** item) {
   return SoftOwnerRun([=](uint32_t index) {
-    Stack* s = SoftOwnerStack(table, offset, index);
-    if (s == nullptr || s->count == 0) return false;
-    const uint32_t n = s->count - 1;
-    *item = s->slots()[n];
-    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-    s->count = n;
-    return true;
+    return SoftStackPop(SoftStack(table, offset, index), item);
   });
 }
 
 inline bool SoftOwnerPush(void* const* table, uintptr_t offset, void* item) {
   return SoftOwnerRun([=](uint32_t index) {
-    Stack* s = SoftOwnerStack(table, offset, index);
-    if (s == nullptr || s->count >= s->capacity) return false;
-    const uint32_t n = s->count;
-    s->slots()[n] = item;
-    CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-    s->count = n + 1;
-    return true;
+    return SoftStackPush(SoftStack(table, offset, index), item);
   });
 }
 

@@ -90,6 +90,16 @@ uint32_t LockAnyOf(uint32_t base, uint32_t count, uint32_t first) {
   }
 }
 
+// Waits until `index`'s lock is free and takes it.
+void LockWait(uint32_t index) {
+  while (!SoftTryLock(index)) syscall(SYS_sched_yield);
+}
+
+// `index` is the calling thread's own ID.
+bool IsOwnIndex(uint32_t index) {
+  return t_owned && static_cast<uint32_t>(t_index) == index;
+}
+
 // membarrier(2): a full barrier on every cpu running one of our threads.
 bool Membarrier(int cmd) {
   const int saved = errno;
@@ -124,7 +134,7 @@ void ChooseSoftProtocol() {
 bool WaitForOwner(uint32_t index) {
   if (!g_soft_owner_protocol || index >= kOwnedSoftIds) return true;
   SoftLock& l = g_soft_locks[index];
-  if (t_owned && static_cast<uint32_t>(t_index) == index) {
+  if (IsOwnIndex(index)) {
     // Our own ID: no other thread runs the owner protocol on it.
     return l.busy.load(std::memory_order_relaxed) == 0;
   }
@@ -158,20 +168,8 @@ uint32_t CurrentSoftId() { return g_process.num_rseq_ids + OwnIndex(); }
 SoftHold SoftEnter() {
   const uint32_t own = OwnIndex();
   if (!g_soft_owner_protocol) return {LockAnyOf(0, kMaxSoftIds, own), true};
-  if (t_soft_owner_index >= 0) {
-    SoftLock& l = g_soft_locks[own];
-    // Busy already: this operation interrupted the thread's own one (a
-    // signal handler), whose ID it must not touch.
-    if (l.busy.load(std::memory_order_relaxed) == 0) {
-      l.busy.store(1, std::memory_order_relaxed);
-      // Keeps the compiler from moving the store after the load; the cpu's
-      // store-load order is the locker's membarrier (soft_ids.h).
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      // Acquire: pairs with the release of the lock by the last locker, so
-      // the owner sees what it did to the ID's data.
-      if (l.held.load(std::memory_order_acquire) == 0) return {own, false};
-      l.busy.store(0, std::memory_order_release);  // A locker: step aside.
-    }
+  if (t_soft_owner_index >= 0 && SoftOwnerBegin(g_soft_locks[own])) {
+    return {own, false};
   }
   return {LockAnyOf(kOwnedSoftIds, kSharedSoftIds,
                     kOwnedSoftIds + own % kSharedSoftIds),
@@ -180,12 +178,11 @@ SoftHold SoftEnter() {
 
 void SoftExit(SoftHold h) {
   if (h.locked) return SoftUnlock(h.index);
-  // Release: pairs with a waiting locker's acquire load (WaitForOwner).
-  g_soft_locks[h.index].busy.store(0, std::memory_order_release);
+  SoftOwnerEnd(g_soft_locks[h.index]);
 }
 
 bool SoftLockExclusive(uint32_t index) {
-  while (!SoftTryLock(index)) syscall(SYS_sched_yield);
+  LockWait(index);
   if (WaitForOwner(index)) return true;
   SoftUnlock(index);
   return false;
@@ -197,9 +194,7 @@ void InitSoftIds() {
 }
 
 void LockSoftIdsForFork() {
-  for (uint32_t i = 0; i < kMaxSoftIds; ++i) {
-    while (!SoftTryLock(i)) syscall(SYS_sched_yield);
-  }
+  for (uint32_t i = 0; i < kMaxSoftIds; ++i) LockWait(i);
   if (!g_soft_owner_protocol) return;
   // One barrier for all the owners, then wait for each (an owner busy on
   // its ID finishes; one that comes later finds the lock held).  The
@@ -209,7 +204,7 @@ void LockSoftIdsForFork() {
   // of a thread interrupted there.
   Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
   for (uint32_t i = 0; i < kOwnedSoftIds; ++i) {
-    if (t_owned && static_cast<uint32_t>(t_index) == i) continue;
+    if (IsOwnIndex(i)) continue;
     // Acquire: pairs with the owner's release store of 0.
     while (g_soft_locks[i].busy.load(std::memory_order_acquire) != 0) {
       syscall(SYS_sched_yield);

@@ -69,30 +69,46 @@ inline void SoftUnlock(uint32_t index) {
 // owns the ID and the protocol is on), else -1.
 extern __thread int32_t t_soft_owner_index CIDMALLOC_TLS_IE CIDMALLOC_HIDDEN;
 
+// The owner's half of the owner protocol on its ID's lock word `l`.
+// Begin: false (busy left as it was) when busy is set already, i.e. this
+// operation interrupted the thread's own one (a signal handler), whose ID
+// it must not touch, or when a locker holds the ID; else busy is set and
+// the owner may operate until End.
+__attribute__((always_inline)) inline bool SoftOwnerBegin(SoftLock& l) {
+  if (CIDMALLOC_UNLIKELY(l.busy.load(std::memory_order_relaxed) != 0)) {
+    return false;
+  }
+  l.busy.store(1, std::memory_order_relaxed);
+  // The compiler keeps the store before the load of `held` and before the
+  // operation's accesses; the cpu's store-load order is the locker's
+  // membarrier.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // Acquire: pairs with the last locker's release of the lock, so the owner
+  // sees what it did to the ID's data.
+  if (CIDMALLOC_LIKELY(l.held.load(std::memory_order_acquire) == 0)) {
+    return true;
+  }
+  // Release: pairs with a waiting locker's acquire load of busy.
+  l.busy.store(0, std::memory_order_release);  // A locker: step aside.
+  return false;
+}
+__attribute__((always_inline)) inline void SoftOwnerEnd(SoftLock& l) {
+  // Release: pairs with a waiting locker's acquire load of busy.
+  l.busy.store(0, std::memory_order_release);
+}
+
 // Runs op(index) on the calling thread's own ID under the owner protocol,
 // inline: the fast path of none mode (SoftEnter's owner branch, with the
 // operation between the busy stores).  False, without running op, when the
-// thread has no owned ID, interrupted its own operation, or a locker holds
-// the ID; else op's result.
+// thread has no owned ID or SoftOwnerBegin fails; else op's result.
 template <typename Op>
 __attribute__((always_inline)) inline bool SoftOwnerRun(Op op) {
   const int32_t index = t_soft_owner_index;
   if (CIDMALLOC_UNLIKELY(index < 0)) return false;
   SoftLock& l = g_soft_locks[index];
-  if (CIDMALLOC_UNLIKELY(l.busy.load(std::memory_order_relaxed) != 0)) {
-    return false;
-  }
-  l.busy.store(1, std::memory_order_relaxed);
-  // The compiler keeps the store before the load of `held` and before op's
-  // accesses; the cpu's store-load order is the locker's membarrier.
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  bool ok = false;
-  // Acquire: pairs with the last locker's release of the lock.
-  if (CIDMALLOC_LIKELY(l.held.load(std::memory_order_acquire) == 0)) {
-    ok = op(static_cast<uint32_t>(index));
-  }
-  // Release: pairs with a waiting locker's acquire load of busy.
-  l.busy.store(0, std::memory_order_release);
+  if (!SoftOwnerBegin(l)) return false;
+  const bool ok = op(static_cast<uint32_t>(index));
+  SoftOwnerEnd(l);
   return ok;
 }
 
