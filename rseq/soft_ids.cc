@@ -222,8 +222,12 @@ void ResetSoftIdsInChild() {
     l.held.store(0, std::memory_order_relaxed);
     l.busy.store(0, std::memory_order_relaxed);
   }
-  // membarrier registration belongs to the parent's mm.
-  ChooseSoftProtocol();
+  // The parent's choice stands (its knob was read, and warned about, once);
+  // only the membarrier registration, which belongs to the parent's mm,
+  // must be made again.
+  g_soft_owner_protocol =
+      g_soft_owner_protocol &&
+      Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
   SetOwnerIndex();
   if (t_index >= 0 && t_owned) {
     g_used[t_index / 64].store(uint64_t{1} << (t_index % 64),
