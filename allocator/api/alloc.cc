@@ -67,18 +67,18 @@ void DoInit() {
   g_cookie = RandomCookie();
   g_counting = g_config.stats;
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
+  // kFastFree and kFastSoft push without the remote check: one node only.
+  const bool one_node = os::NumNodes() == 1 && !os::g_topology.injected;
   uint8_t fast = 0;
-  if (rseq::CurrentIdKind() == rseq::IdKind::kRaw && !g_counting) {
-    fast = kFastAlloc;
-    if (os::NumNodes() == 1 && !os::g_topology.injected) fast |= kFastFree;
-  }
-  if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified && !g_counting) {
-    fast = kFastQualified;
-  }
-  // One node: free's soft push, like kFastFree, skips the remote check.
-  if (rseq::CurrentMode() == rseq::Mode::kNone && !g_counting &&
-      os::NumNodes() == 1 && !os::g_topology.injected) {
-    fast = kFastSoft;
+  if (!g_counting) {
+    if (rseq::CurrentIdKind() == rseq::IdKind::kRaw) {
+      fast = kFastAlloc;
+      if (one_node) fast |= kFastFree;
+    } else if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified) {
+      fast = kFastQualified;
+    } else if (rseq::CurrentMode() == rseq::Mode::kNone && one_node) {
+      fast = kFastSoft;
+    }
   }
   g_fast = fast;  // Published by the release store of g_init_state.
   errno = saved;

@@ -12,10 +12,8 @@
 // On kernels without rseq or without mm_cid the affected checks skip with
 // the reason.
 #include <gtest/gtest.h>
-#include <linux/membarrier.h>
 #include <poll.h>
 #include <spawn.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,9 +336,7 @@ TEST(Detection, ModeKnobHonouredForEveryValue) {
 // empty) runs the owner protocol where membarrier allows it, lock does not,
 // and anything else warns and keeps the default.
 TEST(Detection, SoftKnobHonouredForEveryValue) {
-  const long query = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  const bool available =
-      query > 0 && (query & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+  const bool available = MembarrierPrivateExpeditedSupported();
   struct Case {
     const char* knob;  // nullptr: unset
     bool owner;
@@ -666,9 +662,7 @@ TEST(Ids, CurrentIdIsInRangeAndFollowsMode) {
 // not ask for the lock protocol; a thread then owns its soft ID.
 TEST(Ids, SoftOwnerProtocolRunsWhereAskedAndAvailable) {
   const std::string knob = Env("CIDMALLOC_RSEQ_SOFT", "");
-  const long query = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  const bool available =
-      query > 0 && (query & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+  const bool available = MembarrierPrivateExpeditedSupported();
   const bool expected = rs::CurrentMode() == rs::Mode::kNone &&
                         knob != "lock" && available;
   EXPECT_EQ(rs::g_soft_owner_protocol, expected)

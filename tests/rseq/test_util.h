@@ -209,6 +209,13 @@ inline bool MembarrierRseqSupported() {
   return mask > 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) != 0;
 }
 
+// membarrier's plain PRIVATE_EXPEDITED command (the soft IDs' owner
+// protocol needs it).
+inline bool MembarrierPrivateExpeditedSupported() {
+  const long mask = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  return mask > 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+}
+
 // The fence command itself; succeeds only once the process (mm) registered
 // for it.
 inline bool RawRseqFenceWorks() {
