@@ -85,6 +85,17 @@ Mode ModeCap() {
   return Mode::kCid;
 }
 
+// CIDMALLOC_RSEQ_SOFT=owner|lock: lock turns the soft IDs' owner protocol
+// off (the lock protocol's tests, and a way out should the protocol
+// misbehave).  Unset or empty means owner.
+bool SoftOwnerKnob() {
+  const char* v = GetKnob("CIDMALLOC_RSEQ_SOFT");
+  if (v == nullptr || *v == '\0' || strcmp(v, "owner") == 0) return true;
+  if (strcmp(v, "lock") == 0) return false;
+  Warn("CIDMALLOC_RSEQ_SOFT=", v, " is not one of owner|lock; using owner");
+  return true;
+}
+
 void CountCpu(int cpu, void* arg) {
   uint32_t* max = static_cast<uint32_t*>(arg);
   if (static_cast<uint32_t>(cpu) + 1 > *max) *max = cpu + 1;
@@ -221,7 +232,9 @@ void DoInit() {
     ChooseIds(p);
     p.num_ids = p.num_rseq_ids + kMaxSoftIds;
   }
-  InitSoftIds();
+  // The soft knob matters in none mode only (rseq modes use the lock
+  // protocol for their rare soft IDs), so it is read only there.
+  InitSoftIds(p.mode == Mode::kNone && SoftOwnerKnob());
   pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
 }
 

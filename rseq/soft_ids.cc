@@ -3,11 +3,8 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include "rseq/raw_io.h"
 
 namespace cidmalloc::rseq {
 
@@ -108,26 +105,6 @@ bool Membarrier(int cmd) {
   return r == 0;
 }
 
-// CIDMALLOC_RSEQ_SOFT=owner|lock: lock turns the owner protocol off (the
-// lock protocol's tests, and a way out should the protocol misbehave).
-bool OwnerProtocolWanted() {
-  const char* v = GetKnob("CIDMALLOC_RSEQ_SOFT");
-  if (v == nullptr || *v == '\0' || strcmp(v, "owner") == 0) return true;
-  if (strcmp(v, "lock") == 0) return false;
-  RawBuffer b;
-  b.Str("cidmalloc: CIDMALLOC_RSEQ_SOFT=").Str(v);
-  b.Str(" is not one of owner|lock; using owner\n");
-  b.WriteTo(2);
-  return true;
-}
-
-// The owner protocol, if wanted and the kernel lets us use it.
-void ChooseSoftProtocol() {
-  g_soft_owner_protocol =
-      g_process.mode == Mode::kNone && OwnerProtocolWanted() &&
-      Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
-}
-
 // The locker's half of the owner protocol: with `index`'s lock held, waits
 // until its owner is not busy.  False if the owner is the calling thread,
 // busy on it (this call interrupted its own operation).
@@ -188,9 +165,11 @@ bool SoftLockExclusive(uint32_t index) {
   return false;
 }
 
-void InitSoftIds() {
+void InitSoftIds(bool owner_protocol_wanted) {
   g_exit_key_ok = pthread_key_create(&g_exit_key, ReleaseOnExit) == 0;
-  ChooseSoftProtocol();
+  g_soft_owner_protocol =
+      owner_protocol_wanted &&
+      Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
 }
 
 void LockSoftIdsForFork() {

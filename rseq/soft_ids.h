@@ -130,7 +130,9 @@ void SoftExit(SoftHold h);
 // this call interrupted the thread's operation on it: it cannot wait.
 bool SoftLockExclusive(uint32_t index);
 
-void InitSoftIds();
+// At Init: `owner_protocol_wanted` (none mode, and CIDMALLOC_RSEQ_SOFT does
+// not say lock) turns the owner protocol on if membarrier registers.
+void InitSoftIds(bool owner_protocol_wanted);
 // fork: the parent takes every soft-ID lock and waits for every owner to
 // finish, so that no soft operation is half done in the child's copy of
 // memory; both sides then release them.

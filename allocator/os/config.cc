@@ -10,8 +10,9 @@ namespace cidmalloc::os {
 namespace {
 
 // The knob table.  CIDMALLOC_RSEQ_MODE, CIDMALLOC_RSEQ_NODE_IDS and
-// CIDMALLOC_RSEQ_SOFT are parsed by the rseq layer (they must be known before any allocation); they
-// are listed here so that the table is complete.
+// CIDMALLOC_RSEQ_SOFT are parsed by the rseq layer (they must be known
+// before any allocation); they are listed here so that the table is
+// complete.
 constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_RSEQ_MODE", "cid|cpu|none", "best available",
      "caps the front end's ID mode (tests, benchmarks)"},
