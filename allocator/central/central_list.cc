@@ -228,15 +228,17 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
   }
 }
 
-// The node of all of objs[0..n), or -1 if they are not on one node.
+// The node of all of objs[0..n), or -1 if they are not on one node.  The
+// span tag carries the node (Grow), so this needs no chunk lookup.
 int NodeOfAll(void* const* objs, uint32_t n) {
   if (os::NumNodes() == 1) return 0;
   int node = -1;
   for (uint32_t i = 0; i < n; ++i) {
-    ChunkInfo* chunk = page_heap::LookupChunk(reinterpret_cast<uintptr_t>(objs[i]));
-    CIDMALLOC_CHECK(chunk != nullptr, "object outside the heap");
-    if (node >= 0 && chunk->node != node) return -1;
-    node = chunk->node;
+    const uint32_t tag =
+        page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(objs[i]));
+    CIDMALLOC_CHECK(tag != 0, "object outside the heap");
+    if (node >= 0 && TagNode(tag) != node) return -1;
+    node = TagNode(tag);
   }
   return node;
 }
