@@ -141,23 +141,36 @@ bool TryGrow(void* slab, int cls) {
   return true;
 }
 
-// Sends objects of mixed classes home, grouped by class.
+// Sends objects of mixed classes home, grouped by class: each object's
+// class is looked up once, then one pass per class present.
 void InsertMixed(void** objs, uint32_t n) {
+  constexpr uint8_t kSent = 0xff;  // Not a class (kNumClasses < 0xff).
+  static_assert(kNumClasses < kSent);
   void* group[kRemoteCapacity];
+  uint8_t cls_of[kRemoteCapacity];
   while (n > 0) {
-    const int cls =
-        central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[0]));
-    uint32_t g = 0, keep = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      const int c = central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[i]));
-      if (c == cls && g < kRemoteCapacity) {
-        group[g++] = objs[i];
-      } else {
-        objs[keep++] = objs[i];
-      }
+    const uint32_t m = n < kRemoteCapacity ? n : kRemoteCapacity;
+    for (uint32_t i = 0; i < m; ++i) {
+      cls_of[i] = static_cast<uint8_t>(
+          central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[i])));
     }
-    central::InsertBatch(cls, group, g);
-    n = keep;
+    uint32_t left = m;
+    while (left > 0) {
+      // The class of the first object not sent yet, and all of that class.
+      uint32_t first = 0;
+      while (cls_of[first] == kSent) ++first;
+      const uint8_t cls = cls_of[first];
+      uint32_t g = 0;
+      for (uint32_t i = first; i < m; ++i) {
+        if (cls_of[i] != cls) continue;
+        group[g++] = objs[i];
+        cls_of[i] = kSent;
+      }
+      central::InsertBatch(cls, group, g);
+      left -= g;
+    }
+    objs += m;
+    n -= m;
   }
 }
 
