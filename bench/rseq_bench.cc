@@ -296,10 +296,12 @@ struct alignas(64) Object {
   Object* next;
 };
 
+// kWideTableIds entries, as the allocator's sections need (rseq.h,
+// PopUnchecked); a region for each of the NumIds() IDs, null beyond.
 void* const* StackTable() {
   static void** table = [] {
     const uint32_t n = r::NumIds();
-    void** t = new void*[n];
+    void** t = new void*[r::kWideTableIds]();
     for (uint32_t id = 0; id < n; ++id) {
       auto* region = new StackRegion{};
       region->stack.capacity = kStackCapacity;

@@ -27,7 +27,10 @@
 //   area    (memory) %fs offset of the rseq area (rseq_cs at area + 8)
 //   idoff   (memory) %fs offset of the ID field (mm_cid or cpu_id)
 //   nids    number of rseq IDs; an ID at or above it (including the
-//           ~0 of a not-yet-registered own area) fails the section
+//           ~0 of a not-yet-registered own area) fails the section.
+//           The wide sections (IdBound::kWideTable) have no such check:
+//           they index a table of kWideTableIds entries with the ID's low
+//           16 bits, and an ID that no thread can hold finds a null entry.
 //   stride, nnodes  node-qualified IDs: the cid and node bounds
 // Every section is `asm volatile goto`: GCC 12 deletes an `asm goto` that
 // has outputs when the outputs are unused (seen with the counter add),
@@ -85,6 +88,15 @@
   "movl %%fs:(%q[id]), %k[id]\n\t"     /* id = current cid / cpu */       \
   "cmpl %[nids], %k[id]\n\t"           /* if (id >= nids) */              \
   "jae %l[fail]\n\t"                   /*   goto fail */
+
+// id = low 16 bits of area->id_field.  No bound check: the table has an
+// entry for every 16-bit value (kWideTableIds), null beyond the IDs in use,
+// so an unregistered own area (mm_cid ~0 -> 0xffff, cpu_id -1 -> 0xffff)
+// fails at the null test below.  One load and one branch fewer than
+// CIDMALLOC_RSEQ_CS_LOAD_ID.
+#define CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE                                    \
+  "movq %[idoff], %q[id]\n\t"          /* id = ID field offset */         \
+  "movzwl %%fs:(%q[id]), %k[id]\n\t"   /* id = (uint16) cid / cpu */
 
 // s = table[id]; if (s == NULL) goto fail; s += offset
 #define CIDMALLOC_RSEQ_CS_LOAD_STACK                                      \
@@ -257,15 +269,26 @@
   "movl %k[c], 4(%[s])\n"              /* commit: s->capacity = c */         \
   "5:\n\t"
 
-// The raw and the node-qualified instantiation of an operation: one
-// `asm volatile goto` each, with the same operands.
+// The raw, the wide raw (Pop and Push only) and the node-qualified
+// instantiation of an operation: one `asm volatile goto` each, with the
+// same operands.
 #define CIDMALLOC_RSEQ_RAW_ASM(body) \
   body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
+#define CIDMALLOC_RSEQ_WIDE_ASM(body) \
+  body(CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE, CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM("id"))
 #define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
   body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
        CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
 
 namespace cidmalloc::rseq::cs {
+
+// How a raw-ID section bounds the ID it reads (Pop and Push):
+//   kChecked    the ID must be below g_process.num_rseq_ids (any table of
+//               NumIds() entries);
+//   kWideTable  none: the ID's low 16 bits index a table of kWideTableIds
+//               entries, null wherever no thread's ID can be (rseq.h,
+//               PopUnchecked).
+enum class IdBound : uint8_t { kChecked, kWideTable };
 
 // Each function returns true on commit and false on failure (bad ID, absent
 // per-ID region, empty or full stack, and for the node-qualified pushes a
@@ -303,7 +326,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
 }
 
 // Pops the top of the stack into *item.
-template <IdKind K = IdKind::kRaw>
+template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kChecked>
 __attribute__((always_inline)) inline bool Pop(void* const* table,
                                                uintptr_t offset,
                                                void** item) {
@@ -319,7 +342,10 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset) \
   : "memory", "cc"                                                         \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
-    if constexpr (K == IdKind::kRaw) {
+    if constexpr (K == IdKind::kRaw && B == IdBound::kWideTable) {
+      asm volatile goto(CIDMALLOC_RSEQ_WIDE_ASM(CIDMALLOC_RSEQ_POP_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS);
+    } else if constexpr (K == IdKind::kRaw) {
       asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_POP_ASM)
                         CIDMALLOC_RSEQ_OPERANDS);
     } else {
@@ -339,7 +365,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
 }
 
 // Pushes item.  Node-qualified: only while the thread runs on `node`.
-template <IdKind K = IdKind::kRaw>
+template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kChecked>
 __attribute__((always_inline)) inline bool Push(void* const* table,
                                                 uintptr_t offset,
                                                 void* item,
@@ -353,7 +379,11 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
     [item] "r"(item)
 #define CIDMALLOC_RSEQ_LABELS \
   : "rax", "memory", "cc" : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
-    if constexpr (K == IdKind::kRaw) {
+    if constexpr (K == IdKind::kRaw && B == IdBound::kWideTable) {
+      (void)node;
+      asm volatile goto(CIDMALLOC_RSEQ_WIDE_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
+                        CIDMALLOC_RSEQ_OPERANDS CIDMALLOC_RSEQ_LABELS);
+    } else if constexpr (K == IdKind::kRaw) {
       (void)node;
       asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
                         CIDMALLOC_RSEQ_OPERANDS CIDMALLOC_RSEQ_LABELS);

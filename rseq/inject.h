@@ -60,6 +60,12 @@ extern volatile uint32_t
   "movq %[idoff], %%rax\n\t"                           \
   "cmpl %%fs:(%%rax), %k[" id_operand "]\n\t"          \
   "jne %l[mismatch]\n\t"
+// The same for the wide sections' 16-bit ID:
+//   rax = idoff; if ((uint16) area->id_field != id) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) \
+  "movq %[idoff], %%rax\n\t"                             \
+  "cmpw %%fs:(%%rax), %w[" id_operand "]\n\t"            \
+  "jne %l[mismatch]\n\t"
 // The same for node-qualified IDs (id = node_id * cid_stride + mm_cid),
 // after the section's last use of the id register, which it overwrites:
 //   rax = area; id -= area->mm_cid; eax = area->node_id * cid_stride;
@@ -78,6 +84,7 @@ extern volatile uint32_t
   ::cidmalloc::rseq::IdChangedInCriticalSection();
 #else
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_MISMATCH_LABELS
 #define CIDMALLOC_RSEQ_MISMATCH_HANDLER

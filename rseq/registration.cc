@@ -113,10 +113,12 @@ uint32_t ListFileCount(const char* path, uint32_t fallback) {
   return fallback;
 }
 
-// Number of possible CPU numbers: every cpu and cid is below it.  4096
-// (Linux's largest common NR_CPUS) if unknown; it only sizes tables.
+// Number of possible CPU numbers: every cpu and cid is below it.  If the
+// file cannot be read, kMaxRseqIds (8192, x86-64 Linux's largest NR_CPUS):
+// still a bound on every cpu number, which the allocator's wide sections
+// rely on (RawIdsBelowNumRseqIds()).
 uint32_t ReadPossibleCpus() {
-  return ListFileCount("/sys/devices/system/cpu/possible", 4096);
+  return ListFileCount("/sys/devices/system/cpu/possible", kMaxRseqIds);
 }
 
 // Number of possible node numbers: every node_id is below it (1 without

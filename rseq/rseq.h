@@ -137,8 +137,9 @@ inline int GetCpu(unsigned* cpu, unsigned* node) {
 // ---- Restartable per-ID operations -----------------------------------------
 // Fast path budget (x86-64, GCC 12 -O2): from function entry (the ID-kind
 // check) through the commit, Pop is 19 instructions, Push 20, CounterAdd 12,
-// with no lock, xchg or system call; tests/rseq_cs/fast_path_budget_test.sh
-// checks it.  The inline path is the raw-ID section; node-qualified IDs,
+// and the allocator's wide sections (PopUnchecked / PushUnchecked, below)
+// 15 and 16, with no lock, xchg or system call;
+// tests/rseq_cs/fast_path_budget_test.sh checks it.  The inline path is the raw-ID section; node-qualified IDs,
 // soft IDs and failures go to the slow paths, out of line and reached by a
 // tail call.
 void CounterAddSlow(uintptr_t base, int64_t delta);
@@ -184,15 +185,35 @@ inline bool Push(void* const* table, uintptr_t offset, void* item,
   return PushSlow(table, offset, item, node);
 }
 
+// Entries of a table for PopUnchecked / PushUnchecked<IdKind::kRaw>: one
+// per 16-bit value.
+inline constexpr uint32_t kWideTableIds = 1u << 16;
+static_assert(kMaxRseqIds + kMaxSoftIds < kWideTableIds - 2,
+              "0xfffe and 0xffff (cpu_id -2 and -1, mm_cid ~0) are no IDs");
+
+// True when every raw ID the kernel can report is below NumRseqIds(): the
+// possible cpus were not clamped to kMaxRseqIds.  PopUnchecked and
+// PushUnchecked<IdKind::kRaw> are correct only then (otherwise a raw ID
+// could land on a soft ID's entry).
+inline bool RawIdsBelowNumRseqIds() {
+  return g_process.id_kind == IdKind::kRaw &&
+         g_process.possible_cpus <= g_process.num_rseq_ids;
+}
+
 // The raw-ID critical sections alone, without even the ID-kind check: only
 // for a caller that knows the kind is kRaw (the allocator keeps that in one
-// flag with its other fast-path conditions).  False on any failure.
+// flag with its other fast-path conditions) and RawIdsBelowNumRseqIds().
+// They read the ID's low 16 bits and check no bound: `table` must have
+// kWideTableIds entries, null at every index that is no rseq ID in use
+// (an unregistered area reads as 0xffff, and fails at its null entry).
+// False on any failure.
 // PopUnchecked<IdKind::kNodeQualified> and PushUnchecked<...> are the
-// node-qualified sections, for a caller that knows the kind is that.
+// node-qualified sections, for a caller that knows the kind is that; they
+// check their bounds, and any table of NumIds() entries will do.
 template <IdKind K = IdKind::kRaw>
 inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Pop<K>(table, offset, item);
+  return cs::Pop<K, cs::IdBound::kWideTable>(table, offset, item);
 #else
   (void)table;
   (void)offset;
@@ -205,7 +226,7 @@ template <IdKind K = IdKind::kRaw>
 inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
                           int node = 0) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Push<K>(table, offset, item, node);
+  return cs::Push<K, cs::IdBound::kWideTable>(table, offset, item, node);
 #else
   (void)table;
   (void)offset;
@@ -267,17 +288,29 @@ inline bool SoftOwnerPush(void* const* table, uintptr_t offset, void* item) {
 // on a thread whose own area is not registered yet, and the caller's slow
 // path then uses Pop / Push above, which handle every case.
 inline void* TryPop(void* const* table, uintptr_t offset) {
+#if CIDMALLOC_RSEQ_X86_64
   void* item;
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
-      CIDMALLOC_LIKELY(PopUnchecked(table, offset, &item))) {
+      CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
     return item;
   }
+#else
+  (void)table;
+  (void)offset;
+#endif
   return nullptr;
 }
 
 inline bool TryPush(void* const* table, uintptr_t offset, void* item) {
+#if CIDMALLOC_RSEQ_X86_64
   return CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
-         PushUnchecked(table, offset, item);
+         cs::Push(table, offset, item);
+#else
+  (void)table;
+  (void)offset;
+  (void)item;
+  return false;
+#endif
 }
 
 // Pops up to `want` items into out[], top first; returns how many.

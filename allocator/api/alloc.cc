@@ -72,8 +72,9 @@ void DoInit() {
   uint8_t fast = 0;
   if (!g_counting) {
     if (rseq::CurrentIdKind() == rseq::IdKind::kRaw) {
-      fast = kFastAlloc;
-      if (one_node) fast |= kFastFree;
+      // The inline sections index g_slabs with the raw ID unchecked.
+      if (rseq::RawIdsBelowNumRseqIds()) fast = kFastAlloc;
+      if (fast != 0 && one_node) fast |= kFastFree;
     } else if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified) {
       fast = kFastQualified;
     } else if (rseq::CurrentMode() == rseq::Mode::kNone && one_node) {

@@ -11,7 +11,7 @@
 
 namespace cidmalloc::front_end {
 
-void* g_slabs[kMaxIds];
+void* g_slabs[kSlabTableIds];
 
 namespace {
 

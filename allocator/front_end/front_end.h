@@ -120,8 +120,13 @@ static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 
 // The published slab of each ID (nullptr: none yet, or being drained).
 // Written with release stores under g_slab_lock or by a drainer; read by the
-// critical sections.
-extern void* g_slabs[kMaxIds] CIDMALLOC_HIDDEN;
+// critical sections.  kWideTableIds entries, for the fast paths' sections
+// (rseq::PopUnchecked): those at kMaxIds and above are never written, so an
+// unregistered thread's ID (0xffff) finds null.  Only the first pages are
+// ever touched; the rest of the 512 KiB stays untouched .bss.
+inline constexpr uint32_t kSlabTableIds = rseq::kWideTableIds;
+static_assert(kMaxIds <= kSlabTableIds);
+extern void* g_slabs[kSlabTableIds] CIDMALLOC_HIDDEN;
 
 // Fast paths: one critical section each.  Only while the rseq mode is not
 // none, which the API layer's fast-path flag guarantees.

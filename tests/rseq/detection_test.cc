@@ -933,6 +933,42 @@ TEST(Ops, TryPushOnAFreshThreadNeedsARegisteredArea) {
   EXPECT_EQ(back, ItemFor(1));
 }
 
+// The allocator's inline sections read the ID's low 16 bits and index a
+// table of kWideTableIds entries with no bound check.  A thread whose area
+// is not registered yet reads 0xffff (cpu_id -1, our own area's mm_cid ~0)
+// and must find that entry null: the push fails, touching nothing.
+TEST(Ops, PushUncheckedOnAFreshThreadFindsANullEntry) {
+  if (rs::CurrentIdKind() != rs::IdKind::kRaw) {
+    GTEST_SKIP() << "PushUnchecked<kRaw> runs only with raw rseq IDs";
+  }
+  EXPECT_TRUE(rs::RawIdsBelowNumRseqIds());
+  StackTable stacks(8);
+  const Expectation& e = Expected();
+  bool first_try = true, slow = false;
+  void* back = nullptr;
+  std::thread t([&] {
+    first_try = rs::PushUnchecked(stacks.table(), stacks.offset(), ItemFor(1));
+    if (!first_try) {
+      slow = rs::Push(stacks.table(), stacks.offset(), ItemFor(1));
+    }
+    if (!rs::PopUnchecked(stacks.table(), stacks.offset(), &back)) {
+      back = rs::Pop(stacks.table(), stacks.offset());
+    }
+  });
+  t.join();
+  if (e.registration == kRegGlibc) {
+    EXPECT_TRUE(first_try) << "glibc registered the thread at creation";
+  } else if (e.registration == kRegOwn) {
+    EXPECT_FALSE(first_try) << "an unregistered area reads 0xffff: null entry";
+  }
+  EXPECT_TRUE(first_try || slow);
+  EXPECT_EQ(back, ItemFor(1));
+  std::vector<void*> all;
+  stacks.CollectAll(&all);
+  EXPECT_TRUE(all.empty());
+  EXPECT_EQ(stacks.CheckLayout(), "");
+}
+
 TEST(Ops, NodeQualifiedPushesInsistOnTheNode) {
   if (rs::CurrentIdKind() != rs::IdKind::kNodeQualified) {
     GTEST_SKIP() << "IDs are not node-qualified in this variant";

@@ -23,12 +23,15 @@ inline constexpr size_t kTailCanaryBytes = 64;
 
 // Every ID in [0, NumIds()) gets its own region; its Stack lives at byte
 // `offset` of the region.  Bytes [0, offset) and the 64 bytes after the
-// last slot hold a canary.
+// last slot hold a canary.  The table has kWideTableIds entries (null from
+// NumIds() on), so that the allocator's sections (PopUnchecked and
+// PushUnchecked, which index it with the raw ID unchecked) can use it too.
 class StackTable {
  public:
   explicit StackTable(uint32_t capacity, uint32_t offset = 40)
       : ids_(rs::NumIds()), capacity_(capacity), offset_(offset) {
-    table_.assign(ids_, nullptr);
+    table_.assign(ids_ > rs::kWideTableIds ? ids_ : rs::kWideTableIds,
+                  nullptr);
     regions_.assign(ids_, nullptr);
     region_bytes_ = offset_ + rs::Stack::BytesFor(capacity_) +
                     kTailCanaryBytes;

@@ -143,18 +143,32 @@ struct HandlerState {
 };
 __thread HandlerState t_handler;
 
-// Pop and Push, first trying the inline owner-protocol operations when
-// `owner_first` (none mode's fast path; elsewhere they fail at once): a
-// failed attempt leaves everything as it was, so the full operation
-// follows.
+// Pop and Push, first trying the allocator's inline fast-path sections
+// when `owner_first`: the owner-protocol operations (none mode) or, with
+// raw rseq IDs, PopUnchecked / PushUnchecked on the wide table (their own
+// instructions: the ID's low 16 bits, no bound check).  Elsewhere those
+// fail at once.  A failed attempt leaves everything as it was, so the full
+// operation follows.
 void* PopMaybeOwner(void* const* table, uintptr_t off, bool owner_first) {
   void* item;
-  if (owner_first && rs::SoftOwnerPop(table, off, &item)) return item;
+  if (owner_first) {
+    if (rs::SoftOwnerPop(table, off, &item)) return item;
+    if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
+        rs::PopUnchecked(table, off, &item)) {
+      return item;
+    }
+  }
   return rs::Pop(table, off);
 }
 bool PushMaybeOwner(void* const* table, uintptr_t off, void* item,
                     bool owner_first) {
-  if (owner_first && rs::SoftOwnerPush(table, off, item)) return true;
+  if (owner_first) {
+    if (rs::SoftOwnerPush(table, off, item)) return true;
+    if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
+        rs::PushUnchecked(table, off, item)) {
+      return true;
+    }
+  }
   return rs::Push(table, off, item);
 }
 

@@ -19,7 +19,7 @@
 #define PROBE(name) \
   extern "C" __attribute__((noinline, used, section("sec_" #name)))
 
-// The instructions of these three functions are what the budget test counts.
+// The instructions of these functions are what the budget test counts.
 PROBE(probe_pop) void* probe_pop(void* const* table, uintptr_t offset) {
   return cidmalloc::rseq::Pop(table, offset);
 }
@@ -27,6 +27,18 @@ PROBE(probe_pop) void* probe_pop(void* const* table, uintptr_t offset) {
 PROBE(probe_push)
 bool probe_push(void* const* table, uintptr_t offset, void* item) {
   return cidmalloc::rseq::Push(table, offset, item);
+}
+
+// The allocator's inline sections: the ID's low 16 bits index a table of
+// kWideTableIds entries, with no bound check (rseq.h, PopUnchecked).
+PROBE(probe_pop_wide) void* probe_pop_wide(void* const* table, uintptr_t offset) {
+  void* item;
+  return cidmalloc::rseq::PopUnchecked(table, offset, &item) ? item : nullptr;
+}
+
+PROBE(probe_push_wide)
+bool probe_push_wide(void* const* table, uintptr_t offset, void* item) {
+  return cidmalloc::rseq::PushUnchecked(table, offset, item);
 }
 
 PROBE(probe_counter_add) void probe_counter_add(uintptr_t base, int64_t delta) {
@@ -61,6 +73,8 @@ extern const Descriptor __stop___rseq_cs[]
 PROBE_BOUNDS(probe_pop)
 PROBE_BOUNDS(probe_push)
 PROBE_BOUNDS(probe_counter_add)
+PROBE_BOUNDS(probe_pop_wide)
+PROBE_BOUNDS(probe_push_wide)
 }
 
 namespace {
@@ -126,6 +140,10 @@ int main() {
                         __stop_sec_probe_push, base) == 0;
   missing += PrintProbe("probe_counter_add", __start_sec_probe_counter_add,
                         __stop_sec_probe_counter_add, base) == 0;
+  missing += PrintProbe("probe_pop_wide", __start_sec_probe_pop_wide,
+                        __stop_sec_probe_pop_wide, base) == 0;
+  missing += PrintProbe("probe_push_wide", __start_sec_probe_push_wide,
+                        __stop_sec_probe_push_wide, base) == 0;
   if (missing != 0) {
     fprintf(stderr, "fast_path_probe: %d probe(s) without a descriptor\n",
             missing);

@@ -61,6 +61,8 @@ CS_BOUNDS(const char, __rseq_failure)
 CS_BOUNDS(const char, sec_cs_counter_add)
 CS_BOUNDS(const char, sec_cs_pop)
 CS_BOUNDS(const char, sec_cs_push)
+CS_BOUNDS(const char, sec_cs_pop_wide)
+CS_BOUNDS(const char, sec_cs_push_wide)
 CS_BOUNDS(const char, sec_cs_pop_batch)
 CS_BOUNDS(const char, sec_cs_push_batch)
 CS_BOUNDS(const char, sec_cs_cpu_node)
@@ -89,6 +91,19 @@ bool Pop(void* const* table, uintptr_t offset, void** item) {
 CS_PROBE(sec_cs_push)
 bool Push(void* const* table, uintptr_t offset, void* item) {
   return cs::Push(table, offset, item);
+}
+
+// The allocator's wide sections (the ID's low 16 bits, no bound check).
+CS_PROBE(sec_cs_pop_wide)
+bool PopWide(void* const* table, uintptr_t offset, void** item) {
+  return cs::Pop<::cidmalloc::rseq::IdKind::kRaw, cs::IdBound::kWideTable>(
+      table, offset, item);
+}
+
+CS_PROBE(sec_cs_push_wide)
+bool PushWide(void* const* table, uintptr_t offset, void* item) {
+  return cs::Push<::cidmalloc::rseq::IdKind::kRaw, cs::IdBound::kWideTable>(
+      table, offset, item);
 }
 
 CS_PROBE(sec_cs_pop_batch)
@@ -131,6 +146,10 @@ std::vector<Kind> Kinds() {
        Ending::kCommitStore},
       {"pop", __start_sec_cs_pop, __stop_sec_cs_pop, Ending::kCommitStore},
       {"push", __start_sec_cs_push, __stop_sec_cs_push, Ending::kCommitStore},
+      {"pop_wide", __start_sec_cs_pop_wide, __stop_sec_cs_pop_wide,
+       Ending::kCommitStore},
+      {"push_wide", __start_sec_cs_push_wide, __stop_sec_cs_push_wide,
+       Ending::kCommitStore},
       {"pop_batch", __start_sec_cs_pop_batch, __stop_sec_cs_pop_batch,
        Ending::kCommitStore},
       {"push_batch", __start_sec_cs_push_batch, __stop_sec_cs_push_batch,
@@ -223,7 +242,7 @@ int ExecSegmentOf(const Segments& s, uint64_t ip) {
 struct MemInsn {
   bool fs = false;     // 0x64 segment prefix
   bool rex_w = false;  // 64-bit operand size
-  uint8_t opcode = 0;
+  uint16_t opcode = 0;  // 0x0fXX for the two-byte opcodes (0x0f escape)
   size_t length = 0;
 };
 
@@ -240,6 +259,10 @@ MemInsn DecodeMemInsn(const uint8_t* p, size_t avail) {
   }
   if (i + 2 > avail) return {};
   in.opcode = p[i++];
+  if (in.opcode == 0x0f) {
+    if (i + 2 > avail) return {};
+    in.opcode = static_cast<uint16_t>(0x0f00 | p[i++]);
+  }
   const uint8_t modrm = p[i++];
   const int mod = modrm >> 6, rm = modrm & 7;
   if (mod == 3) return {};  // register operand, not memory
@@ -262,9 +285,10 @@ bool IsCommitStore(const MemInsn& in) {
   return !in.fs &&
          ((in.opcode == 0x89 && !in.rex_w) || (in.opcode == 0x01 && in.rex_w));
 }
-// `movl %fs:disp(reg), reg32`: a 32-bit load from the rseq area.
+// `movl %fs:disp(reg), reg32`: a 32-bit load from the rseq area, or
+// `movzwl %fs:disp(reg), reg32`: the wide sections' 16-bit ID load.
 bool IsAreaLoad(const MemInsn& in) {
-  return in.fs && in.opcode == 0x8b && !in.rex_w;
+  return in.fs && (in.opcode == 0x8b || in.opcode == 0x0fb7) && !in.rex_w;
 }
 
 // `movq mem, reg64` (no %fs): the load of the ID field's %fs offset from
@@ -521,8 +545,19 @@ TEST_F(RseqCsOps, Probes) {
   // The sections arm rseq_cs in the rseq area: only where there is one.
   if (r::CurrentMode() == r::Mode::kNone) GTEST_SKIP() << "no rseq";
   void* const* t = table_.data();
+  // The wide sections index a table of kWideTableIds entries: the same
+  // regions, null beyond them.
+  std::vector<void*> wide(r::kWideTableIds, nullptr);
+  std::copy(table_.begin(), table_.end(), wide.begin());
   int64_t stored = 0, taken = 0, added = 0;
   for (int round = 0; round < 3; ++round) {
+    // Raw-ID modes only: with node-qualified IDs they fail (the allocator
+    // does not run them there).
+    for (int i = 0; i < 2; ++i) {
+      stored += probes::PushWide(wide.data(), 0, &items_[i]);
+    }
+    void* w = nullptr;
+    taken += probes::PopWide(wide.data(), 0, &w);
     for (int i = 0; i < 4; ++i) stored += probes::Push(t, 0, &items_[i]);
     void* in[4] = {&items_[4], &items_[5], &items_[6], &items_[7]};
     stored += probes::PushBatch(t, 0, in, 4);
