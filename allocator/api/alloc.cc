@@ -21,9 +21,8 @@
 
 namespace cidmalloc::api {
 
-constinit uintptr_t g_cookie = 0;
+constinit uintptr_t g_state = 0;
 constinit bool g_counting = false;
-constinit uint8_t g_fast = 0;
 
 namespace {
 
@@ -49,12 +48,13 @@ void ForkChild() {
   front_end::ForkChild();
 }
 
+// The cookie's secret, bits 8-63 (g_state's low byte holds the flags).
 uintptr_t RandomCookie() {
   uintptr_t c = 0;
   const void* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM));
   if (random != nullptr) memcpy(&c, static_cast<const char*>(random) + 8, sizeof c);
   c ^= reinterpret_cast<uintptr_t>(&c) * 0x9e3779b97f4a7c15ull;  // ASLR bits.
-  return c | 1;  // Never 0: a zeroed word must not look freed.
+  return (c | 0x100) & ~uintptr_t{0xff};  // Never 0 (see g_state).
 }
 
 void DoInit() {
@@ -64,7 +64,6 @@ void DoInit() {
   os::InitTopology();
   page_heap::Init(&g_config);
   front_end::Init(&g_config);
-  g_cookie = RandomCookie();
   g_counting = g_config.stats;
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
   // kFastFree and kFastSoft push without the remote check: one node only.
@@ -81,7 +80,8 @@ void DoInit() {
       fast = kFastSoft;
     }
   }
-  g_fast = fast;  // Published by the release store of g_init_state.
+  // Published by the release store of g_init_state.
+  g_state = RandomCookie() | fast;
   errno = saved;
 }
 
@@ -131,7 +131,7 @@ bool Initialized() {
 
 void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
   void* p;
-  if (CIDMALLOC_LIKELY(g_fast & kFastQualified) &&
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified) &&
       CIDMALLOC_LIKELY(front_end::TryAllocAt<rseq::IdKind::kNodeQualified>(
           stack_offset, &p))) {
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
@@ -146,7 +146,7 @@ void* AllocSmallFull(int cls) noexcept {
   // two instructions and 2-4 %), and apart from AllocSmallMiss, whose
   // saved registers it would otherwise pay for.
   void* p;
-  if (CIDMALLOC_LIKELY(g_fast & kFastSoft) &&
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
       CIDMALLOC_LIKELY(
           front_end::TryAllocSoft(front_end::kLayout.offset[cls], &p))) {
     static_cast<uintptr_t*>(p)[1] = 0;
@@ -207,7 +207,7 @@ void FreeSmallSlow(int cls, void* p) noexcept {
   // and that alone made random-size pairs 10-20 % slower on this machine.
   // The node-qualified push fails unless the thread runs on the object's
   // node, so a remote object goes on to the full path.
-  if (CIDMALLOC_LIKELY(g_fast & kFastQualified)) {
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified)) {
     const uint32_t tag =
         page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
     if (CIDMALLOC_LIKELY(front_end::TryFreeAt<rseq::IdKind::kNodeQualified>(
@@ -220,7 +220,7 @@ void FreeSmallSlow(int cls, void* p) noexcept {
 
 void FreeSmallFull(int cls, void* p) noexcept {
   // None mode's fast path (see AllocSmallFull).
-  if (CIDMALLOC_LIKELY(g_fast & kFastSoft) &&
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
       CIDMALLOC_LIKELY(
           front_end::TryFreeSoft(front_end::kLayout.offset[cls], p))) {
     return;
@@ -265,7 +265,9 @@ size_t UsableSize(const char* who, void* ptr) {
   const int cls = central::ClassOfAddress(p);
   if (cls != 0) {
     if (!central::IsObjectStart(p, cls)) Fatal(who, ptr);
-    if (static_cast<uintptr_t*>(ptr)[1] == (p ^ g_cookie)) DoubleFree(who, ptr);
+    if (static_cast<uintptr_t*>(ptr)[1] == FreeMark(p, g_state)) {
+      DoubleFree(who, ptr);
+    }
     return central::Class(cls).size;
   }
   const size_t n = page_heap::LargeUsableSize(chunk, p);

@@ -32,9 +32,6 @@
 
 namespace cidmalloc::api {
 
-// Freed small objects carry `address ^ g_cookie` in their second word; a
-// free() that finds it there is a double free.  Random per process.
-extern uintptr_t g_cookie CIDMALLOC_HIDDEN;
 // CIDMALLOC_STATS=1: count every operation (the fast paths are then off).
 extern bool g_counting CIDMALLOC_HIDDEN;
 
@@ -56,7 +53,20 @@ enum FastPath : uint8_t {
   kFastQualified = 4,
   kFastSoft = 8,
 };
-extern uint8_t g_fast CIDMALLOC_HIDDEN;
+
+// The fast-path flags and the free cookie's secret share one word, so that
+// free() gets both with one load (a load fewer on its path made random-size
+// pairs 0.89x as fast; docs/benchmarks.md):
+//   bits 0-7  the FastPath flags (0 before initialisation);
+//   the word  the cookie's secret: freed small objects carry
+//             `address ^ g_state` in their second word, and a free() that
+//             finds it there is a double free.  Bits 8-63 are random per
+//             process and never all 0 (with a secret of 0 the mark would be
+//             the object's own address, which a self-linked list head holds).
+// Written once by initialisation, published by its release store.
+extern uintptr_t g_state CIDMALLOC_HIDDEN;
+inline uint8_t FastFlags() { return static_cast<uint8_t>(g_state); }
+inline uintptr_t FreeMark(uintptr_t p, uintptr_t state) { return p ^ state; }
 
 // Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
 // node-qualified sections (kFastQualified: the fast path of a multi-node
@@ -88,7 +98,7 @@ CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 // The pop alone: false when the fast path is off or the stack is empty.
 __attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
                                                      void** p) {
-  if (CIDMALLOC_LIKELY(g_fast & kFastAlloc) &&
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastAlloc) &&
       CIDMALLOC_LIKELY(front_end::TryAllocAt(stack_offset, p))) {
     static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
     return true;
@@ -145,12 +155,15 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
         "free(): invalid pointer (not the start of an object)", ptr);
   }
   uintptr_t* words = static_cast<uintptr_t*>(ptr);
-  const uintptr_t cookie = p ^ g_cookie;
-  if (CIDMALLOC_UNLIKELY(words[1] == cookie)) {
+  // One load for the cookie's secret and the flags: read before the store
+  // below, which the compiler must otherwise assume may change g_state.
+  const uintptr_t state = g_state;
+  const uintptr_t mark = FreeMark(p, state);
+  if (CIDMALLOC_UNLIKELY(words[1] == mark)) {
     return DoubleFree("free()", ptr);
   }
-  words[1] = cookie;
-  if (CIDMALLOC_LIKELY(g_fast & kFastFree) &&
+  words[1] = mark;
+  if (CIDMALLOC_LIKELY(state & kFastFree) &&
       CIDMALLOC_LIKELY(
           front_end::TryFreeAt(central::TagPayload(tag), ptr))) {
     return;

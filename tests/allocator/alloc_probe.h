@@ -66,7 +66,7 @@ inline bool LooksFreed(void* ptr) {
   if (c->kind == ChunkKind::kHuge) return false;
   if (cidmalloc::central::ClassOfAddress(p) != 0) {
     return static_cast<volatile uintptr_t*>(ptr)[1] ==
-           (p ^ cidmalloc::api::g_cookie);
+           cidmalloc::api::FreeMark(p, cidmalloc::api::g_state);
   }
   return c->run_pages[PageIndex(p)] == 0;
 }

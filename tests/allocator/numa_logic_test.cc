@@ -131,7 +131,7 @@ TEST_F(NumaLogicTest, InjectedTopologyIsWhatTheAllocatorSees) {
   EXPECT_EQ(cidmalloc::os::NumNodes(), 2);
   EXPECT_EQ(Stats().num_nodes, 2u);
   // With more than one node, free's fast path must not skip the node check.
-  EXPECT_EQ(cidmalloc::api::g_fast & cidmalloc::api::kFastFree, 0);
+  EXPECT_EQ(cidmalloc::api::FastFlags() & cidmalloc::api::kFastFree, 0);
   int node0 = -1, node1 = -1;
   RunOnCpu(0, [&] { node0 = cidmalloc::os::CurrentNode(); });
   RunOnCpu(1, [&] { node1 = cidmalloc::os::CurrentNode(); });
