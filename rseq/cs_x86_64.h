@@ -282,14 +282,6 @@
 
 namespace cidmalloc::rseq::cs {
 
-// How a raw-ID section bounds the ID it reads (Pop and Push):
-//   kChecked    the ID must be below g_process.num_rseq_ids (any table of
-//               NumIds() entries);
-//   kWideTable  none: the ID's low 16 bits index a table of kWideTableIds
-//               entries, null wherever no thread's ID can be (rseq.h,
-//               PopUnchecked).
-enum class IdBound : uint8_t { kChecked, kWideTable };
-
 // Each function returns true on commit and false on failure (bad ID, absent
 // per-ID region, empty or full stack, and for the node-qualified pushes a
 // thread not on `node`); an abort restarts it internally.  K selects the

@@ -210,10 +210,12 @@ inline bool RawIdsBelowNumRseqIds() {
 // PopUnchecked<IdKind::kNodeQualified> and PushUnchecked<...> are the
 // node-qualified sections, for a caller that knows the kind is that; they
 // check their bounds, and any table of NumIds() entries will do.
-template <IdKind K = IdKind::kRaw>
+// B = IdBound::kChecked gives the raw sections with the bound check
+// (TryPop / TryPush below).
+template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kWideTable>
 inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Pop<K, cs::IdBound::kWideTable>(table, offset, item);
+  return cs::Pop<K, B>(table, offset, item);
 #else
   (void)table;
   (void)offset;
@@ -222,11 +224,11 @@ inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #endif
 }
 
-template <IdKind K = IdKind::kRaw>
+template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kWideTable>
 inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
                           int node = 0) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::Push<K, cs::IdBound::kWideTable>(table, offset, item, node);
+  return cs::Push<K, B>(table, offset, item, node);
 #else
   (void)table;
   (void)offset;
@@ -288,29 +290,18 @@ inline bool SoftOwnerPush(void* const* table, uintptr_t offset, void* item) {
 // on a thread whose own area is not registered yet, and the caller's slow
 // path then uses Pop / Push above, which handle every case.
 inline void* TryPop(void* const* table, uintptr_t offset) {
-#if CIDMALLOC_RSEQ_X86_64
   void* item;
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
-      CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
+      CIDMALLOC_LIKELY((PopUnchecked<IdKind::kRaw, IdBound::kChecked>(
+          table, offset, &item)))) {
     return item;
   }
-#else
-  (void)table;
-  (void)offset;
-#endif
   return nullptr;
 }
 
 inline bool TryPush(void* const* table, uintptr_t offset, void* item) {
-#if CIDMALLOC_RSEQ_X86_64
   return CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
-         cs::Push(table, offset, item);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  return false;
-#endif
+         PushUnchecked<IdKind::kRaw, IdBound::kChecked>(table, offset, item);
 }
 
 // Pops up to `want` items into out[], top first; returns how many.

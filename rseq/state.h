@@ -44,6 +44,14 @@ enum class Mode : uint8_t { kNone = 0, kCpu = 1, kCid = 2 };
 // kNone in none mode (soft IDs only).
 enum class IdKind : uint8_t { kNone = 0, kRaw = 1, kNodeQualified = 2 };
 
+// How a raw-ID critical section bounds the ID it reads (Pop and Push):
+//   kChecked    the ID must be below g_process.num_rseq_ids (any table of
+//               NumIds() entries);
+//   kWideTable  none: the ID's low 16 bits index a table of kWideTableIds
+//               entries, null wherever no thread's ID can be (rseq.h,
+//               PopUnchecked).
+enum class IdBound : uint8_t { kChecked, kWideTable };
+
 // Who registered the calling threads' rseq areas.
 enum class Registration : uint8_t { kNone = 0, kGlibc = 1, kOwn = 2 };
 

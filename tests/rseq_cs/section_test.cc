@@ -96,13 +96,13 @@ bool Push(void* const* table, uintptr_t offset, void* item) {
 // The allocator's wide sections (the ID's low 16 bits, no bound check).
 CS_PROBE(sec_cs_pop_wide)
 bool PopWide(void* const* table, uintptr_t offset, void** item) {
-  return cs::Pop<::cidmalloc::rseq::IdKind::kRaw, cs::IdBound::kWideTable>(
+  return cs::Pop<::cidmalloc::rseq::IdKind::kRaw, ::cidmalloc::rseq::IdBound::kWideTable>(
       table, offset, item);
 }
 
 CS_PROBE(sec_cs_push_wide)
 bool PushWide(void* const* table, uintptr_t offset, void* item) {
-  return cs::Push<::cidmalloc::rseq::IdKind::kRaw, cs::IdBound::kWideTable>(
+  return cs::Push<::cidmalloc::rseq::IdKind::kRaw, ::cidmalloc::rseq::IdBound::kWideTable>(
       table, offset, item);
 }
 
