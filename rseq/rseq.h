@@ -139,9 +139,9 @@ inline int GetCpu(unsigned* cpu, unsigned* node) {
 // check) through the commit, Pop is 19 instructions, Push 20, CounterAdd 12,
 // and the allocator's wide sections (PopUnchecked / PushUnchecked, below)
 // 15 and 16, with no lock, xchg or system call;
-// tests/rseq_cs/fast_path_budget_test.sh checks it.  The inline path is the raw-ID section; node-qualified IDs,
-// soft IDs and failures go to the slow paths, out of line and reached by a
-// tail call.
+// tests/rseq_cs/fast_path_budget_test.sh checks it.  The inline path is the
+// raw-ID section; node-qualified IDs, soft IDs and failures go to the slow
+// paths, out of line and reached by a tail call.
 void CounterAddSlow(uintptr_t base, int64_t delta);
 void* PopSlow(void* const* table, uintptr_t offset);
 bool PushSlow(void* const* table, uintptr_t offset, void* item, int node);

@@ -72,8 +72,10 @@ void DoInit() {
   if (!g_counting) {
     if (rseq::CurrentIdKind() == rseq::IdKind::kRaw) {
       // The inline sections index g_slabs with the raw ID unchecked.
-      if (rseq::RawIdsBelowNumRseqIds()) fast = kFastAlloc;
-      if (fast != 0 && one_node) fast |= kFastFree;
+      if (rseq::RawIdsBelowNumRseqIds()) {
+        fast = kFastAlloc;
+        if (one_node) fast |= kFastFree;
+      }
     } else if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified) {
       fast = kFastQualified;
     } else if (rseq::CurrentMode() == rseq::Mode::kNone && one_node) {
