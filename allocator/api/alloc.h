@@ -123,12 +123,18 @@ __attribute__((always_inline)) inline void* AllocSmall(int cls) {
   return AllocFromStack(front_end::kLayout.offset[cls], [cls] { return cls; });
 }
 
+// One table load finds the stack (size -> offset, not size -> class ->
+// offset); the class is looked up on the slow path only.  Sizes up to 1 KiB
+// are tested first, with one comparison: testing size <= kMaxSmallSize
+// first put a second compare-and-branch on their path, which cost fixed-size
+// pairs 4-5 % (docs/benchmarks.md, tuning log).
 __attribute__((always_inline)) inline void* Alloc(size_t size) {
+  const auto cls = [size] { return central::ClassOf(size); };
+  if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
+    return AllocFromStack(front_end::SmallStackOffsetOf(size), cls);
+  }
   if (CIDMALLOC_LIKELY(size <= central::kMaxSmallSize)) {
-    // One table load finds the stack (size -> offset, not size -> class ->
-    // offset); the class is looked up on the slow path only.
-    return AllocFromStack(front_end::StackOffsetOf(size),
-                          [size] { return central::ClassOf(size); });
+    return AllocFromStack(front_end::MidStackOffsetOf(size), cls);
   }
   return AllocLarge(size, central::kMinAlign, false);
 }
@@ -139,8 +145,11 @@ __attribute__((always_inline)) inline void* Alloc(size_t size) {
 // the size is not small, the fast path is off or the stack is empty.
 __attribute__((always_inline)) inline bool TryAllocCached(size_t size,
                                                           void** p) {
-  return CIDMALLOC_LIKELY(size <= central::kMaxSmallSize) &&
-         PopCached(front_end::StackOffsetOf(size), p);
+  if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
+    return PopCached(front_end::SmallStackOffsetOf(size), p);
+  }
+  return size <= central::kMaxSmallSize &&
+         PopCached(front_end::MidStackOffsetOf(size), p);
 }
 
 __attribute__((always_inline)) inline void Free(void* ptr) {

@@ -88,14 +88,19 @@ constexpr OffsetIndex MakeOffsetIndex() {
 }
 inline constexpr OffsetIndex kOffsetIndex = MakeOffsetIndex();
 
+// The stack of a size up to kMaxSmallOffsetIndexed (one table load).
+inline constexpr size_t kMaxSmallOffsetIndexed = 1024;
+inline uint32_t SmallStackOffsetOf(size_t size) {
+  return kOffsetIndex.small[(size + 15) >> 4];
+}
+// Requires kMaxSmallOffsetIndexed < size <= central::kMaxSmallSize.
+inline uint32_t MidStackOffsetOf(size_t size) {
+  return kOffsetIndex.large[(size + 127) >> 7];
+}
 // Requires size <= central::kMaxSmallSize.
 inline uint32_t StackOffsetOf(size_t size) {
-  // Likely: the path of sizes up to 1 KiB falls through, without the two
-  // taken jumps GCC otherwise lays out for it.
-  if (CIDMALLOC_LIKELY(size <= 1024)) {
-    return kOffsetIndex.small[(size + 15) >> 4];
-  }
-  return kOffsetIndex.large[(size + 127) >> 7];
+  return size <= kMaxSmallOffsetIndexed ? SmallStackOffsetOf(size)
+                                        : MidStackOffsetOf(size);
 }
 
 // Slow-path bookkeeping of one slab.  Every field is a hint updated with
