@@ -57,6 +57,7 @@ bool HaveLibstdcxx() {
 using cidmalloc::api::Alloc;
 using cidmalloc::api::AllocAligned;
 using cidmalloc::api::Free;
+using cidmalloc::api::FreeSized;
 
 enum class OnFailure { kThrow, kReturnNull };
 
@@ -167,11 +168,11 @@ CIDMALLOC_NEW_EXPORT void operator delete[](void* p,
                                             const std::nothrow_t&) noexcept {
   Free(p);
 }
-CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::size_t) noexcept {
-  Free(p);
+CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::size_t n) noexcept {
+  FreeSized(p, n);
 }
-CIDMALLOC_NEW_EXPORT void operator delete[](void* p, std::size_t) noexcept {
-  Free(p);
+CIDMALLOC_NEW_EXPORT void operator delete[](void* p, std::size_t n) noexcept {
+  FreeSized(p, n);
 }
 CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
   Free(p);

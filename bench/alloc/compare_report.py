@@ -9,8 +9,8 @@ ns per malloc+free pair (cpu_time / pairs_per_iter) per allocator, the ratios
 of cidmalloc to glibc and to the fastest of jemalloc / mimalloc / tcmalloc,
 whether the goals hold, cidmalloc against "baseline" (an older build, see
 compare.sh's BASELINE) when it was run, the spread of the runs, and geometric means over the
-groups of rows (fixed-size pairs, random-size pairs, new+delete pairs,
-batches).
+groups of rows (fixed-size pairs, random-size pairs, new+delete pairs of
+fixed and of random sizes, batches).
 """
 import json, math, statistics, sys, os
 
@@ -110,10 +110,13 @@ for n in order:
     print("| " + " | ".join(cells) + " |")
 
 # Geometric means of the medians (minima) over groups of rows (fixed-size pairs,
-# random-size pairs, new+delete pairs, batches): the summary docs/benchmarks.md quotes.
+# random-size pairs, new+delete pairs of fixed and of random sizes, batches):
+# the summary docs/benchmarks.md quotes.
 groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
           ("random-size pairs", lambda n: n.startswith("BM_PairRandom")),
-          ("new+delete pairs", lambda n: n.startswith("BM_NewDelete")),
+          ("new+delete pairs", lambda n: n.startswith("BM_NewDelete/")),
+          ("random-size new+delete pairs",
+           lambda n: n.startswith("BM_NewDeleteRandom")),
           ("batches", lambda n: n.startswith("BM_Batch"))]
 
 

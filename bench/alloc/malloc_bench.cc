@@ -30,6 +30,7 @@
 //   BM_NewDelete/<size>  ::operator new(size) then sized ::operator
 //                      delete, sizes 16, 64 and 256: the same pair as a C++
 //                      program makes it.
+//   BM_NewDeleteRandom the same with the precomputed random sizes.
 //   BM_Batch/64        malloc 1000 objects of 64 bytes, then free them in
 //                      allocation order.
 //   BM_BatchRandom     the same with the precomputed random sizes.
@@ -161,6 +162,18 @@ void BM_NewDelete(benchmark::State& state) {
   SetPairsPerIter(state, 1);
 }
 BENCHMARK(BM_NewDelete)->Arg(16)->Arg(64)->Arg(256)->Threads(1)->Threads(2);
+
+void BM_NewDeleteRandom(benchmark::State& state) {
+  uint32_t i = StartIndex(state);
+  for (auto _ : state) {
+    const size_t size = g_random.size[i++ & (kNumSizes - 1)];
+    void* p = ::operator new(size);
+    benchmark::DoNotOptimize(p);
+    ::operator delete(p, size);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_NewDeleteRandom)->Threads(1)->Threads(2);
 
 // ---- Batches: 1000 mallocs, then 1000 frees ---------------------------------
 constexpr int kBatch = 1000;

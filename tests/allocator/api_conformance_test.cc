@@ -979,6 +979,37 @@ TEST(OperatorNew, EveryFormAllocatesAndEveryDeleteFrees) {
   }
 }
 
+// Sized operator delete pushes at the stack of the size it is given when
+// that is the span tag's; a wrong size must not misfile the object into the
+// wrong class (a later, larger request would get a block too small).  Every
+// mismatched pair of a few small and mid sizes: after the wrong-size delete,
+// the block looks freed, and none of the next kDrain blocks of the other
+// size is it.
+TEST(OperatorNew, SizedDeleteWithAWrongSizeFreesIntoTheBlocksOwnClass) {
+  constexpr size_t kSizes[] = {1, 16, 17, 64, 200, 1000, 1024, 1025, 5000};
+  constexpr int kDrain = 2048;
+  static void* got[kDrain];  // Static: no allocation while draining.
+  for (size_t a : kSizes) {
+    for (size_t b : kSizes) {
+      void* p = ::operator new(a);
+      const size_t usable = malloc_usable_size(p);
+      ::operator delete(p, b);
+      EXPECT_TRUE(LooksFreed(p)) << a << " deleted as " << b;
+      bool found = false;
+      for (int i = 0; i < kDrain; ++i) {
+        got[i] = ::operator new(b);
+        ASSERT_GE(malloc_usable_size(got[i]), b);
+        // A block of b's class (all of them have one usable size) that is p,
+        // whose class is another.
+        if (got[i] == p && malloc_usable_size(got[0]) != usable) found = true;
+      }
+      EXPECT_FALSE(found) << "a block of " << usable << " bytes came back "
+                          << "for " << b << " bytes";
+      for (int i = 0; i < kDrain; ++i) ::operator delete(got[i], b);
+    }
+  }
+}
+
 struct alignas(512) Overaligned {
   char bytes[700];
 };

@@ -193,6 +193,15 @@ TEST(DeathTest, DoubleDeleteAndMismatchedSizedDelete) {
         ::operator delete(Opaque(p), std::align_val_t{256});
       },
       Re("free\\(\\): double free of"));
+  // Sized delete, the second time with another size (whose stack is not
+  // the object's): the mark is checked before the size is used.
+  EXPECT_ABORT(
+      {
+        void* p = ::operator new(64);
+        ::operator delete(p, 64);
+        ::operator delete(Opaque(p), 16);
+      },
+      Re("free\\(\\): double free of"));
 }
 
 // ---- realloc and malloc_usable_size ----------------------------------------
