@@ -163,7 +163,7 @@ enum class StackOf : uint8_t {
 // mark) and its push.  With StackOf::kSizeHint the push's address comes
 // from `hint`, the stack offset of the caller's size, which is known before
 // the span tag is loaded: a pair of random sizes (operator new, sized
-// operator delete) is then 0.86x as long (docs/benchmarks.md, tuning log).
+// operator delete) is then 0.87x as long (docs/benchmarks.md, tuning log).
 // The tag still decides: a size whose stack is not the tag's goes to the
 // slow path with the tag's class, so a wrong size cannot misfile an object.
 template <StackOf kStack>
@@ -210,8 +210,8 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
 }
 
 // A free whose caller states the size it allocated (sized operator
-// delete).  Sizes above 1 KiB, whose classes are coarser than the size
-// table's small part, take free()'s path.
+// delete).  Sizes above 1 KiB take free()'s path: their stack offsets are
+// in the size table's mid part, one more comparison away.
 __attribute__((always_inline)) inline void FreeSized(void* ptr, size_t size) {
   if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
     return FreeWithStack<StackOf::kSizeHint>(
