@@ -97,11 +97,6 @@ inline uint32_t SmallStackOffsetOf(size_t size) {
 inline uint32_t MidStackOffsetOf(size_t size) {
   return kOffsetIndex.large[(size + 127) >> 7];
 }
-// Requires size <= central::kMaxSmallSize.
-inline uint32_t StackOffsetOf(size_t size) {
-  return size <= kMaxSmallOffsetIndexed ? SmallStackOffsetOf(size)
-                                        : MidStackOffsetOf(size);
-}
 
 // Slow-path bookkeeping of one slab.  Every field is a hint updated with
 // relaxed atomics by whichever thread runs a slow path on the slab's ID;

@@ -23,7 +23,7 @@ set -euo pipefail
 # size -> stack-offset table), free 66 (56 since the span map); at 10ed190
 # malloc 33, free 56, operator delete 56 (58 with the frame it had before
 # the slow paths were noexcept); since the small sizes' lookup is inline
-# (LIKELY in StackOffsetOf), malloc 33 and operator new 30 (36, with a push
+# (LIKELY in the size -> offset lookup), malloc 33 and operator new 30 (36, with a push
 # and a pop, while it called Alloc); since the wide sections (the ID's low
 # 16 bits, no bound check) malloc 31, free 54, operator new 28; free 55
 # since the flags and the cookie's secret share a word (one load fewer, one

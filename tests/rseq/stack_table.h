@@ -30,8 +30,8 @@ class StackTable {
  public:
   explicit StackTable(uint32_t capacity, uint32_t offset = 40)
       : ids_(rs::NumIds()), capacity_(capacity), offset_(offset) {
-    table_.assign(ids_ > rs::kWideTableIds ? ids_ : rs::kWideTableIds,
-                  nullptr);
+    // NumIds() <= kMaxRseqIds + kMaxSoftIds < kWideTableIds (rseq.h).
+    table_.assign(rs::kWideTableIds, nullptr);
     regions_.assign(ids_, nullptr);
     region_bytes_ = offset_ + rs::Stack::BytesFor(capacity_) +
                     kTailCanaryBytes;
