@@ -155,9 +155,9 @@ void InsertMixed(void** objs, uint32_t n) {
           central::ClassOfAddress(reinterpret_cast<uintptr_t>(objs[i])));
     }
     uint32_t left = m;
+    uint32_t first = 0;  // Every object before it is sent.
     while (left > 0) {
       // The class of the first object not sent yet, and all of that class.
-      uint32_t first = 0;
       while (cls_of[first] == kSent) ++first;
       const uint8_t cls = cls_of[first];
       uint32_t g = 0;
