@@ -28,6 +28,9 @@ constexpr KnobInfo kKnobs[] = {
      "front-end cache capacity budget per cid (or cpu)"},
     {"CIDMALLOC_RELEASE_BYTES", "bytes (k/M/G suffix)", "32M",
      "free bytes a node keeps before returning memory to the OS"},
+    {"CIDMALLOC_RELEASE_DELAY_MS", "milliseconds, 0-3600000", "1000",
+     "how long free memory past CIDMALLOC_RELEASE_BYTES stays free before it "
+     "goes back to the OS (0: at once)"},
     {"CIDMALLOC_RELEASE_METHOD", "dontneed|free", "dontneed",
      "madvise advice used to return memory (MADV_DONTNEED or MADV_FREE)"},
     {"CIDMALLOC_HUGE_PAGES", "on|off", "on",
@@ -36,6 +39,8 @@ constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_STATS", "0|1", "0",
      "print a summary on stderr at exit and count front-end hits"},
 };
+
+constexpr uint64_t kMaxReleaseDelayMs = 3600000;  // An hour.
 
 void Invalid(const char* name, const char* value) {
   RawBuffer b;
@@ -85,6 +90,20 @@ bool ParseBytes(const char* s, size_t* out) {
   return true;
 }
 
+bool ParseUint(const char* s, uint64_t max, uint64_t* out) {
+  if (s == nullptr || *s == '\0') return false;
+  uint64_t v = 0;
+  for (; *s != '\0'; ++s) {
+    if (*s < '0' || *s > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(*s - '0');
+    // v * 10 + digit > max, without overflowing.
+    if (digit > max || v > (max - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *out = v;
+  return true;
+}
+
 void LoadConfig(Config* c) {
   *c = Config();
   if (const char* v = GetKnob("CIDMALLOC_NUMA_POLICY")) {
@@ -121,6 +140,14 @@ void LoadConfig(Config* c) {
       c->release_threshold = bytes;
     } else {
       Invalid("CIDMALLOC_RELEASE_BYTES", v);
+    }
+  }
+  if (const char* v = GetKnob("CIDMALLOC_RELEASE_DELAY_MS")) {
+    uint64_t ms;
+    if (ParseUint(v, kMaxReleaseDelayMs, &ms)) {
+      c->release_delay_ms = static_cast<uint32_t>(ms);
+    } else {
+      Invalid("CIDMALLOC_RELEASE_DELAY_MS", v);
     }
   }
   if (const char* v = GetKnob("CIDMALLOC_HUGE_PAGES")) {

@@ -23,6 +23,10 @@ struct Config {
   // Free, still-committed bytes a node's page heap keeps before it returns
   // memory to the OS.
   size_t release_threshold = size_t{32} << 20;
+  // How long committed free memory past the threshold stays free before
+  // automatic release returns it (page_heap/release_decay.h); 0 returns it
+  // at once.
+  uint32_t release_delay_ms = 1000;
   // MADV_HUGEPAGE on buffers realloc grows beyond a chunk.
   bool huge_pages = true;
   bool stats = false;
@@ -49,6 +53,9 @@ bool StatsKnobOn();
 
 // "2M", "64k", "1G", "4096" -> bytes.  Returns false on a malformed value.
 bool ParseBytes(const char* s, size_t* out);
+
+// Decimal digits only, at most `max`.  Returns false otherwise.
+bool ParseUint(const char* s, uint64_t max, uint64_t* out);
 
 }  // namespace cidmalloc::os
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace cidmalloc::os {
@@ -107,6 +108,17 @@ int NodeOfAddress(const void* p) {
                          kMpolFNode | kMpolFAddr);
   errno = saved;
   return r == 0 ? node : -1;
+}
+
+uint64_t MonotonicMs() {
+  timespec ts;
+  const int saved = errno;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) {
+    errno = saved;
+    return 0;
+  }
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 +
+         static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
 }  // namespace cidmalloc::os

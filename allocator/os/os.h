@@ -46,6 +46,11 @@ bool BindToNode(void* p, size_t size, int node, NumaPolicy policy);
 // (get_mempolicy MPOL_F_NODE|MPOL_F_ADDR).  For tests and statistics.
 int NodeOfAddress(const void* p);
 
+// Milliseconds of CLOCK_MONOTONIC_COARSE (the vDSO's clock: no system call,
+// a resolution of one tick, a few ms), for the page heap's release delay.
+// 0 if the clock cannot be read.
+uint64_t MonotonicMs();
+
 }  // namespace cidmalloc::os
 
 #endif  // CIDMALLOC_ALLOCATOR_OS_OS_H_

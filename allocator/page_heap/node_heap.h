@@ -12,6 +12,7 @@
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
 #include "allocator/page_heap/chunk.h"
+#include "allocator/page_heap/release_decay.h"
 #include "rseq/state.h"
 
 namespace cidmalloc::page_heap {
@@ -28,6 +29,9 @@ struct alignas(64) NodeHeap {
   // automatic release left; the next waits for half a threshold more
   // (page_heap.cc, MaybeRelease).
   size_t release_floor = 0;
+  // How long the committed free pages have been free, for the release
+  // delay (page_heap.cc, MaybeRelease).
+  ReleaseDecay decay;
   size_t bind_failures = 0;
   uint32_t next_reserve_chunks = 0;
 };

@@ -64,11 +64,17 @@ uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n) {
 }
 uint32_t BlocksOfOrder(int k) { return kPagesPerChunk >> k; }
 
+size_t CommittedFreePages(const NodeHeap* h) {
+  return h->free_pages - h->released_free_pages;
+}
+
 // After pages were taken: the committed free pages may now be under the
-// floor of the last automatic release.
+// floor of the last automatic release, and the release delay starts again
+// for the pages taken.
 void LowerReleaseFloor(NodeHeap* h) {
-  const size_t committed = h->free_pages - h->released_free_pages;
+  const size_t committed = CommittedFreePages(h);
   if (committed < h->release_floor) h->release_floor = committed;
+  h->decay.Note(committed);
 }
 
 // ---- Per-order chunk lists ------------------------------------------------
@@ -265,7 +271,7 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
       for (uint32_t b = first; b < first + blocks; b += take) {
         for (uint64_t word = BitsAt(c->free_bits, b, first + blocks, &take);
              word != 0; word &= word - 1) {
-          if (h->free_pages - h->released_free_pages <= keep_pages) {
+          if (CommittedFreePages(h) <= keep_pages) {
             return released;
           }
           const uint32_t i = b + __builtin_ctzll(word) - first;
@@ -280,6 +286,7 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
           }
           for (uint32_t q = page; q < page + n; ++q) SetBit(c->released, q);
           h->released_free_pages += n - already;
+          h->decay.Released(n - already);
           released += size_t{n - already} << kPageShift;
         }
       }
@@ -288,18 +295,28 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
   return released;
 }
 
-// Automatic release past the threshold.  A pass that cannot get under the
-// threshold (the committed free pages are in blocks below
-// kAutoReleaseMinOrder, which it leaves) records where it stopped, and the
-// next pass waits until half a threshold more is free: without that, every
-// free of a span would rescan every chunk for nothing.
+// Automatic release past the threshold: the committed free pages that have
+// been free for the release delay (all of them with a delay of 0) go back,
+// down to half the threshold.  A pass that cannot get down to its target
+// (what is left is in blocks below kAutoReleaseMinOrder, which it leaves)
+// records where it stopped, and the next pass waits until half a threshold
+// more is free: without that, every free of a span would rescan every chunk
+// for nothing.  The clock is read only past the threshold.
 void MaybeRelease(NodeHeap* h) {
   const size_t keep = g_config->release_threshold >> kPageShift;
-  const size_t committed = h->free_pages - h->released_free_pages;
-  if (committed > keep && committed > h->release_floor + keep / 2) {
-    ReleaseLocked(h, keep / 2, kAutoReleaseMinOrder);
-    h->release_floor = h->free_pages - h->released_free_pages;
+  const size_t committed = CommittedFreePages(h);
+  if (committed <= keep || committed <= h->release_floor + keep / 2) return;
+  size_t idle = committed;
+  const uint32_t delay_ms = g_config->release_delay_ms;
+  const uint64_t now_ms = delay_ms != 0 ? os::MonotonicMs() : 0;
+  if (now_ms != 0) {  // 0: no delay, or no clock.
+    idle = h->decay.Idle(now_ms, delay_ms, committed);
+    if (idle <= keep) return;
   }
+  const size_t target = committed - (idle - keep / 2);
+  ReleaseLocked(h, target, kAutoReleaseMinOrder);
+  const size_t after = CommittedFreePages(h);
+  h->release_floor = after > target ? after : 0;
 }
 
 int OrderFor(size_t pages) {

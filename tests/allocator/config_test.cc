@@ -35,7 +35,7 @@ constexpr size_t kGiB = kMiB * 1024;
 const char* const kAllKnobs[] = {
     "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_RSEQ_NODE_IDS", "CIDMALLOC_NUMA_POLICY",
     "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_RELEASE_BYTES",
-    "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS",
+    "CIDMALLOC_RELEASE_DELAY_MS", "CIDMALLOC_RELEASE_METHOD", "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS",
     "CIDMALLOC_RSEQ_SOFT",
 };
 
@@ -73,6 +73,7 @@ class ConfigTest : public testing::Test {
     EXPECT_EQ(c.release_method, d.release_method);
     EXPECT_EQ(c.cache_bytes, d.cache_bytes);
     EXPECT_EQ(c.release_threshold, d.release_threshold);
+    EXPECT_EQ(c.release_delay_ms, d.release_delay_ms);
     EXPECT_EQ(c.huge_pages, d.huge_pages);
     EXPECT_EQ(c.stats, d.stats);
   }
@@ -82,6 +83,7 @@ TEST_F(ConfigTest, DefaultsWithAnEmptyEnvironment) {
   Config c;
   c.numa_policy = NumaPolicy::kOff;  // LoadConfig must reset everything.
   c.cache_bytes = 1;
+  c.release_delay_ms = 7;
   c.stats = true;
   FdCapture capture(2);
   LoadConfig(&c);
@@ -90,6 +92,7 @@ TEST_F(ConfigTest, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c.release_method, ReleaseMethod::kDontNeed);
   EXPECT_EQ(c.cache_bytes, 1 * kMiB);
   EXPECT_EQ(c.release_threshold, 32 * kMiB);
+  EXPECT_EQ(c.release_delay_ms, 1000u);
   EXPECT_FALSE(c.stats);
 }
 
@@ -159,6 +162,37 @@ TEST_F(ConfigTest, ByteKnobs) {
       ExpectDefaults(c);
     }
   }
+}
+
+TEST_F(ConfigTest, ReleaseDelay) {
+  Config c;
+  const std::pair<const char*, uint32_t> good[] = {
+      {"0", 0}, {"1", 1}, {"250", 250}, {"0010", 10}, {"3600000", 3600000}};
+  for (const auto& [text, ms] : good) {
+    EXPECT_EQ(Load("CIDMALLOC_RELEASE_DELAY_MS", text, &c), "") << text;
+    EXPECT_EQ(c.release_delay_ms, ms) << text;
+  }
+  for (const char* bad : {"", "-1", "+5", "1s", "1.5", " 1", "1 ", "0x10",
+                          "3600001", "99999999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    ExpectWarning(Load("CIDMALLOC_RELEASE_DELAY_MS", bad, &c),
+                  "CIDMALLOC_RELEASE_DELAY_MS", bad);
+    ExpectDefaults(c);
+  }
+}
+
+TEST(ParseUint, BoundsWithoutOverflow) {
+  uint64_t out = 12345;
+  EXPECT_TRUE(cidmalloc::os::ParseUint("18446744073709551615", UINT64_MAX, &out));
+  EXPECT_EQ(out, UINT64_MAX);
+  out = 12345;
+  EXPECT_FALSE(cidmalloc::os::ParseUint("18446744073709551616", UINT64_MAX, &out));
+  EXPECT_FALSE(cidmalloc::os::ParseUint("6", 5, &out));
+  EXPECT_FALSE(cidmalloc::os::ParseUint("", 5, &out));
+  EXPECT_FALSE(cidmalloc::os::ParseUint(nullptr, 5, &out));
+  EXPECT_EQ(out, 12345u);
+  EXPECT_TRUE(cidmalloc::os::ParseUint("5", 5, &out));
+  EXPECT_EQ(out, 5u);
 }
 
 TEST_F(ConfigTest, Stats) {

@@ -4,9 +4,12 @@
 // This binary is not linked with cidmalloc: it drives layer 3 directly with
 // a 4 MiB threshold.  Automatic release returns only blocks of at least 16
 // pages; a pass that cannot get under the threshold makes the next one wait
-// for half a threshold more.  The test checks what the OS gets back, from
-// the node's counters, through that sequence.
+// for half a threshold more.  The first test checks what the OS gets back,
+// from the node's counters, through that sequence, with no release delay;
+// the second, that the delay keeps what was freed and malloc_trim's path
+// does not wait for it.  (release_decay_test checks the delay's timing.)
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -32,6 +35,7 @@ size_t Committed() {
 TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
   static cidmalloc::os::Config config;
   config.release_threshold = kThreshold;
+  config.release_delay_ms = 0;  // Release at once.
   ph::Init(&config);
 
   // 1100 single pages, each written: nothing free is committed yet.
@@ -89,6 +93,52 @@ TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
   // malloc_trim's path returns everything.
   ph::ReleaseFreeMemory(0);
   EXPECT_EQ(Committed(), 0u);
+}
+
+// kPages single pages, each written, freed again in address order (so that
+// they merge into blocks large enough for automatic release).
+void AllocWriteAndFree(size_t n) {
+  std::vector<uintptr_t> pages;
+  for (size_t i = 0; i < n; ++i) {
+    bool zeroed;
+    const uintptr_t p = ph::AllocSpan(0, 0, &zeroed);
+    ASSERT_NE(p, 0u);
+    memset(reinterpret_cast<void*>(p), 0x77, kPage);
+    pages.push_back(p);
+  }
+  std::sort(pages.begin(), pages.end());
+  for (const uintptr_t p : pages) ph::FreeSpan(ph::LookupChunk(p), p, 0);
+  ph::CheckInvariants();
+}
+
+TEST(PageHeapRelease, TheDelayKeepsFreedMemoryUntilItHasPassed) {
+  static cidmalloc::os::Config config;
+  config.release_threshold = kThreshold;
+  config.release_delay_ms = 60 * 1000;  // Longer than this test.
+  ph::Init(&config);
+  ASSERT_EQ(Committed(), 0u);
+
+  // Past the threshold, but freed just now: all of it stays.
+  AllocWriteAndFree(kPages);
+  EXPECT_EQ(Committed(), kPages);
+
+  // malloc_trim's path does not wait.
+  ph::ReleaseFreeMemory(0);
+  EXPECT_EQ(Committed(), 0u);
+
+  // Taken and freed again: kept again.
+  AllocWriteAndFree(kPages);
+  EXPECT_EQ(Committed(), kPages);
+
+  // With a delay of 20 ms, once it has passed (twice over, and more), the
+  // next free of a span returns what stayed free, down to half the
+  // threshold (or below: release goes a whole block at a time).  (Changing the delay also restarts the epochs' numbering;
+  // the timing itself is release_decay_test's.)
+  config.release_delay_ms = 20;
+  usleep(100 * 1000);
+  AllocWriteAndFree(1);
+  EXPECT_LE(Committed(), kThreshold / kPage);
+  ph::ReleaseFreeMemory(0);
 }
 
 }  // namespace

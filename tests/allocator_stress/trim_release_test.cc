@@ -9,15 +9,24 @@
 //     allocated, and allocating afterwards works.
 //   ReleaseWithoutTrim (targets that set CIDMALLOC_RELEASE_BYTES small):
 //     the same without malloc_trim: the page heap gives memory back on its
-//     own.
+//     own.  EXPECT_AUTO_RELEASE says when:
+//       1            at once (CIDMALLOC_RELEASE_DELAY_MS=0);
+//       after_delay  once the (short) release delay has passed, at the
+//                    next free of a page run: the test sleeps well past
+//                    it, then frees one;
+//       kept         not within the (long) delay: most of it stays
+//                    resident, until malloc_trim.
 //
 // The trim target sets CIDMALLOC_RELEASE_BYTES=1G so that the drop is
-// malloc_trim's doing.  No timing is asserted.
+// malloc_trim's doing.  No timing is asserted: the sleep only has to be
+// longer than the delay, and the long delay longer than the test.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -205,7 +214,8 @@ TEST(TrimRelease, TrimReleasesEmptySpansOfEveryClass) {
 }
 
 TEST(TrimRelease, ReleaseWithoutTrim) {
-  if (Env("EXPECT_AUTO_RELEASE") != "1") {
+  const std::string expect = Env("EXPECT_AUTO_RELEASE");
+  if (expect != "1" && expect != "after_delay" && expect != "kept") {
     GTEST_SKIP() << "needs a target with a small CIDMALLOC_RELEASE_BYTES";
   }
   malloc_trim(0);
@@ -218,6 +228,26 @@ TEST(TrimRelease, ReleaseWithoutTrim) {
          "(no malloc_trim) %.1f MiB\n",
          ToMiB(total), ToMiB(rss_start), ToMiB(rss_full), ToMiB(rss_freed));
   EXPECT_GE(rss_full, rss_start + total * 9 / 10);
+  if (expect == "kept") {
+    // Own mappings (15 % of the bytes) are unmapped at once; the rest is
+    // free memory the delay keeps.
+    EXPECT_GE(rss_freed + total / 4, rss_full)
+        << "resident set dropped from " << ToMiB(rss_full) << " to "
+        << ToMiB(rss_freed) << " MiB within the release delay";
+    malloc_trim(0);
+    rss_freed = ResidentBytes();
+    printf("after malloc_trim %.1f MiB\n", ToMiB(rss_freed));
+  } else if (expect == "after_delay") {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // A page run: its free checks the delay.  (Through a volatile, or GCC
+    // drops the pair.)
+    void* volatile run = malloc(512 * kKiB);
+    ASSERT_NE(run, nullptr);
+    free(run);
+    rss_freed = ResidentBytes();
+    printf("a second later, after freeing a page run: %.1f MiB\n",
+           ToMiB(rss_freed));
+  }
   EXPECT_LE(rss_freed + total / 2, rss_full)
       << "resident set only dropped from " << ToMiB(rss_full) << " to "
       << ToMiB(rss_freed) << " MiB without malloc_trim";
