@@ -33,6 +33,11 @@
 #   BASELINE   an older libcidmalloc.so: also run as allocator "baseline",
 #              interleaved with the others, and report cidmalloc/baseline
 #              (a change measured side by side in one run)
+#   FLOOR      1 (default) or 0: also run //bench:rseq_bench's BM_Stack rows
+#              (no preload) in every round, and report what a bare pop+push
+#              costs without any allocator (the rseq section, a thread-local
+#              array, a thread-local list) against glibc's fixed-size pair:
+#              the floor under the fast-path goal
 #   BASELINE_ENV  environment words for the baseline's runs only, e.g.
 #              BASELINE=bazel-bin/libcidmalloc.so
 #              BASELINE_ENV=CIDMALLOC_RSEQ_NODE_IDS=on: the same build with
@@ -48,6 +53,7 @@ BAZEL="${BAZEL:-bazel}"
 BAZEL_FLAGS="${BAZEL_FLAGS:-}"
 TCMALLOC="${TCMALLOC:-libtcmalloc_minimal.so.4}"
 ALLOCATORS="${ALLOCATORS:-glibc jemalloc mimalloc tcmalloc cidmalloc}"
+FLOOR="${FLOOR:-1}"
 OUT="${OUT:-$(mktemp -d /tmp/cidmalloc-compare.XXXXXX)}"
 mkdir -p "$OUT"
 
@@ -62,8 +68,10 @@ deb_lib() {
   echo "$path"
 }
 
+TARGETS="//bench/alloc:malloc_bench //:libcidmalloc.so"
+[[ "$FLOOR" != 1 ]] || TARGETS="$TARGETS //bench:rseq_bench"
 # shellcheck disable=SC2086
-$BAZEL build -c opt $BAZEL_FLAGS //bench/alloc:malloc_bench //:libcidmalloc.so
+$BAZEL build -c opt $BAZEL_FLAGS $TARGETS
 # shellcheck disable=SC2086
 BIN="$($BAZEL info -c opt $BAZEL_FLAGS bazel-bin 2>/dev/null)"
 BENCH="$BIN/bench/alloc/malloc_bench"
@@ -102,6 +110,13 @@ for ((rep = 1; rep <= R; rep++)); do
       --benchmark_out="$OUT/$a.$rep.json" \
       --benchmark_out_format=json >/dev/null 2>"$OUT/$a.$rep.log"
   done
+  if [[ "$FLOOR" == 1 ]]; then
+    echo "run $rep/$R: floor (rseq_bench, no allocator)" >&2
+    "$BIN/bench/rseq_bench" --benchmark_min_time="$MIN_TIME" \
+      --benchmark_filter='^BM_Stack_' \
+      --benchmark_out="$OUT/floor.$rep.json" \
+      --benchmark_out_format=json >/dev/null 2>"$OUT/floor.$rep.log"
+  fi
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2
 echo "JSON in $OUT" >&2

@@ -10,7 +10,10 @@ of cidmalloc to glibc and to the fastest of jemalloc / mimalloc / tcmalloc,
 whether the goals hold, cidmalloc against "baseline" (an older build, see
 compare.sh's BASELINE) when it was run, the spread of the runs, and geometric means over the
 groups of rows (fixed-size pairs, random-size pairs, new+delete pairs of
-fixed and of random sizes, batches).
+fixed and of random sizes, batches).  When OUT/floor.<run>.json exist
+(compare.sh's FLOOR=1: //bench:rseq_bench's BM_Stack rows, no allocator),
+also the floor: what a bare pop+push costs, against glibc's fixed-size pair
+and cidmalloc's.
 """
 import json, math, statistics, sys, os
 
@@ -148,3 +151,50 @@ for label, pick in groups:
     if has_base:
         cells.append(f"{geomean([med('cidmalloc', n) / med('baseline', n) for n in names]):.2f}")
     print("| " + " | ".join(cells) + " |")
+
+
+# The floor: a pop and a push with no allocator around them (rseq_bench's
+# BM_Stack rows, noinline like malloc and free), against the fixed-size
+# pairs of the same thread count.  The goal of 0.5x glibc cannot be met by
+# a pair that costs more than the floor plus the allocator's own work.
+floor = {}   # name -> [ns per pop+push, one per run]
+for r in range(1, reps + 1):
+    path = os.path.join(out, f"floor.{r}.json")
+    if not os.path.exists(path):
+        continue
+    with open(path) as f:
+        d = json.load(f)
+    for b in d["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
+            continue
+        floor.setdefault(b["name"], []).append(b["cpu_time"])
+
+
+def floor_stat(v):
+    return statistics.median(v) if STAT == "median" else min(v)
+
+
+def pair_geomean(a, threads):
+    names = [n for n in order
+             if n.startswith("BM_Pair/") and n.endswith(f"/threads:{threads}")]
+    v = [med(a, n) for n in names]
+    return geomean(v) if names and all(v) else None
+
+
+if floor:
+    print()
+    print(f"Floor: a bare pop+push with no allocator (//bench:rseq_bench, no "
+          f"preload), {STAT} of the runs, against the geometric mean of the "
+          f"fixed-size pairs with as many threads")
+    print()
+    cols = [a for a in ("glibc", "cidmalloc") if a in allocs]
+    hdr = ["Benchmark", "ns"] + [f"x {a}" for a in cols]
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for name, v in floor.items():
+        threads = name.rsplit(":", 1)[-1] if "threads:" in name else "1"
+        cells = [f"`{name}`", fmt(floor_stat(v))]
+        for a in cols:
+            g = pair_geomean(a, threads)
+            cells.append(f"{floor_stat(v) / g:.2f}" if g else "—")
+        print("| " + " | ".join(cells) + " |")
