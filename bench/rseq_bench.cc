@@ -19,6 +19,13 @@
 //                 thread-local linked free list without rseq.  The floor
 //                 under a cache's malloc+free pair, without the size class,
 //                 the span lookup or the checks.
+//   BM_Shape_*    why random sizes cost a cache more than one size (no rseq,
+//                 thread-local): pops from one of K stacks chosen at random
+//                 (malloc's size class), each pushed back to the stack a
+//                 table keyed by the object names (free's span map), for an
+//                 array stack (count, then the slot: two dependent loads
+//                 before the item is known) and a stack whose top item
+//                 sits in its header (one load).  K = 1 and 32.
 //
 // With ->Threads(n), Google Benchmark's "Time" is wall time divided by the
 // iterations of all threads (a throughput figure) and "CPU" is the CPU time
@@ -403,6 +410,94 @@ void BM_Stack_ThreadLocalList(benchmark::State& state) {
   delete[] objects;
 }
 BENCHMARK(BM_Stack_ThreadLocalList)->Threads(1)->Threads(2);
+
+// ---- Stack shapes under random classes -------------------------------------
+constexpr uint32_t kShapeStacks = 32, kShapeFill = 32, kShapeSeq = 4096;
+
+struct alignas(64) ShapeArray {  // count, then the slots
+  uint32_t count;
+  void* slots[kShapeFill];
+};
+struct alignas(64) ShapeTop {    // the top item in the header
+  void* top;
+  uint32_t below;                // items in slots[] under the top
+  void* slots[kShapeFill];
+};
+
+struct ShapeState {
+  ShapeArray array[kShapeStacks];
+  ShapeTop top[kShapeStacks];
+  Object objects[kShapeStacks * kShapeFill];
+  uint8_t stack_of[kShapeStacks * kShapeFill];  // object index -> stack
+  uint32_t seq[kShapeSeq];                      // the stacks to pop, in turn
+  uint32_t StackOf(const void* p) const {
+    return stack_of[static_cast<const Object*>(p) - objects];
+  }
+};
+
+// Per thread (thread_local would be a TLS access per call): the benchmark
+// allocates one for each of its threads.
+__attribute__((noinline)) void* ShapeArrayPop(ShapeState* st, uint32_t k) {
+  ShapeArray& a = st->array[k];
+  if (a.count == 0) return nullptr;
+  return a.slots[--a.count];
+}
+__attribute__((noinline)) void ShapeArrayPush(ShapeState* st, void* p) {
+  ShapeArray& a = st->array[st->StackOf(p)];
+  a.slots[a.count++] = p;
+}
+__attribute__((noinline)) void* ShapeTopPop(ShapeState* st, uint32_t k) {
+  ShapeTop& t = st->top[k];
+  void* p = t.top;
+  if (p == nullptr) return nullptr;
+  t.top = t.below == 0 ? nullptr : t.slots[--t.below];
+  return p;
+}
+__attribute__((noinline)) void ShapeTopPush(ShapeState* st, void* p) {
+  ShapeTop& t = st->top[st->StackOf(p)];
+  if (t.top != nullptr) t.slots[t.below++] = t.top;
+  t.top = p;
+}
+
+template <bool kCachedTop>
+void BM_Shape(benchmark::State& state) {
+  const uint32_t stacks = static_cast<uint32_t>(state.range(0));
+  auto st = std::make_unique<ShapeState>();
+  uint64_t x = 0x9e3779b97f4a7c15ull + state.thread_index();
+  for (uint32_t i = 0; i < kShapeSeq; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    st->seq[i] = static_cast<uint32_t>(x % stacks);
+  }
+  for (uint32_t k = 0; k < kShapeStacks; ++k) {
+    st->top[k].top = nullptr;
+    for (uint32_t j = 0; j < kShapeFill; ++j) {
+      Object* o = &st->objects[k * kShapeFill + j];
+      st->stack_of[o - st->objects] = static_cast<uint8_t>(k);
+      if (kCachedTop) {
+        ShapeTopPush(st.get(), o);
+      } else {
+        ShapeArrayPush(st.get(), o);
+      }
+    }
+  }
+  uint32_t i = 0;
+  for (auto _ : state) {
+    const uint32_t k = st->seq[i++ & (kShapeSeq - 1)];
+    void* p = kCachedTop ? ShapeTopPop(st.get(), k) : ShapeArrayPop(st.get(), k);
+    benchmark::DoNotOptimize(p);
+    if (kCachedTop) {
+      ShapeTopPush(st.get(), p);
+    } else {
+      ShapeArrayPush(st.get(), p);
+    }
+  }
+}
+void BM_Shape_Array(benchmark::State& state) { BM_Shape<false>(state); }
+void BM_Shape_CachedTop(benchmark::State& state) { BM_Shape<true>(state); }
+BENCHMARK(BM_Shape_Array)->ArgName("stacks")->Arg(1)->Arg(32);
+BENCHMARK(BM_Shape_CachedTop)->ArgName("stacks")->Arg(1)->Arg(32);
 
 }  // namespace
 
