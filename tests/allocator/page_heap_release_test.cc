@@ -32,6 +32,20 @@ size_t Committed() {
   return (s.free_bytes - s.released_bytes) / kPage;
 }
 
+// n single pages from the page heap, each filled with `byte`.
+std::vector<uintptr_t> AllocWritten(size_t n, int byte) {
+  std::vector<uintptr_t> pages;
+  for (size_t i = 0; i < n; ++i) {
+    bool zeroed;
+    const uintptr_t p = ph::AllocSpan(0, 0, &zeroed);
+    EXPECT_NE(p, 0u);
+    if (p == 0) break;
+    memset(reinterpret_cast<void*>(p), byte, kPage);
+    pages.push_back(p);
+  }
+  return pages;
+}
+
 TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
   static cidmalloc::os::Config config;
   config.release_threshold = kThreshold;
@@ -39,14 +53,8 @@ TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
   ph::Init(&config);
 
   // 1100 single pages, each written: nothing free is committed yet.
-  std::vector<uintptr_t> pages;
-  for (size_t i = 0; i < kPages; ++i) {
-    bool zeroed;
-    const uintptr_t p = ph::AllocSpan(0, 0, &zeroed);
-    ASSERT_NE(p, 0u);
-    memset(reinterpret_cast<void*>(p), 0x5a, kPage);
-    pages.push_back(p);
-  }
+  std::vector<uintptr_t> pages = AllocWritten(kPages, 0x5a);
+  ASSERT_EQ(pages.size(), kPages);
   ASSERT_EQ(Committed(), 0u);
 
   // Every other one: 550 committed free pages, over the threshold, but all
@@ -95,17 +103,10 @@ TEST(PageHeapRelease, SmallBlocksStayAndMergedOnesGoBack) {
   EXPECT_EQ(Committed(), 0u);
 }
 
-// kPages single pages, each written, freed again in address order (so that
+// n single pages, each written, freed again in address order (so that
 // they merge into blocks large enough for automatic release).
 void AllocWriteAndFree(size_t n) {
-  std::vector<uintptr_t> pages;
-  for (size_t i = 0; i < n; ++i) {
-    bool zeroed;
-    const uintptr_t p = ph::AllocSpan(0, 0, &zeroed);
-    ASSERT_NE(p, 0u);
-    memset(reinterpret_cast<void*>(p), 0x77, kPage);
-    pages.push_back(p);
-  }
+  std::vector<uintptr_t> pages = AllocWritten(n, 0x77);
   std::sort(pages.begin(), pages.end());
   for (const uintptr_t p : pages) ph::FreeSpan(ph::LookupChunk(p), p, 0);
   ph::CheckInvariants();

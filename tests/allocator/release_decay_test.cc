@@ -16,6 +16,28 @@ constexpr uint32_t kDelay = 800;
 constexpr uint64_t kEpoch = kDelay / ReleaseDecay::kEpochs;  // 100 ms
 constexpr uint64_t kStart = 1000000;  // An arbitrary clock reading.
 
+// Calls Idle once an epoch for two delays from kStart, with `count` pages
+// free throughout; returns the time of the last call.
+uint64_t Settle(ReleaseDecay* d, size_t count) {
+  uint64_t t = kStart;
+  for (; t + kEpoch <= kStart + 2 * kDelay; t += kEpoch) {
+    d->Idle(t, kDelay, count);
+  }
+  d->Idle(t, kDelay, count);
+  return t;
+}
+
+// Calls Idle once an epoch from `t` for a delay less an epoch, with `count`
+// pages free, and expects at most `idle` of them idle each time; returns
+// the time after the last call.
+uint64_t ExpectAtMostForADelay(ReleaseDecay* d, uint64_t t, size_t count,
+                               size_t idle) {
+  for (const uint64_t end = t + kDelay - kEpoch; t <= end; t += kEpoch) {
+    EXPECT_LE(d->Idle(t, kDelay, count), idle) << "at +" << t - kStart;
+  }
+  return t;
+}
+
 TEST(ReleaseDecay, NothingIsIdleUntilAWholeDelayHasBeenSeen) {
   ReleaseDecay d;
   EXPECT_EQ(d.Idle(kStart, kDelay, 500), 0u);
@@ -27,17 +49,11 @@ TEST(ReleaseDecay, NothingIsIdleUntilAWholeDelayHasBeenSeen) {
 
 TEST(ReleaseDecay, PagesFreedRecentlyAreNotIdle) {
   ReleaseDecay d;
-  d.Idle(kStart, kDelay, 100);
   // Stays at 100 for two delays: all 100 idle.
-  for (uint64_t t = kStart; t <= kStart + 2 * kDelay; t += kEpoch) {
-    d.Idle(t, kDelay, 100);
-  }
-  uint64_t t = kStart + 2 * kDelay;
+  uint64_t t = Settle(&d, 100);
   EXPECT_EQ(d.Idle(t, kDelay, 100), 100u);
   // 400 more are freed: only the old 100 are idle, for a whole delay.
-  for (uint64_t end = t + kDelay - kEpoch; t <= end; t += kEpoch) {
-    EXPECT_EQ(d.Idle(t, kDelay, 500), 100u) << "at +" << t - kStart;
-  }
+  t = ExpectAtMostForADelay(&d, t, 500, 100);
   // Soon after a whole delay, all 500 are.
   t += 2 * kEpoch;
   EXPECT_EQ(d.Idle(t, kDelay, 500), 500u);
@@ -45,10 +61,7 @@ TEST(ReleaseDecay, PagesFreedRecentlyAreNotIdle) {
 
 TEST(ReleaseDecay, PagesTakenWithinTheDelayAreNotIdle) {
   ReleaseDecay d;
-  for (uint64_t t = kStart; t <= kStart + 2 * kDelay; t += kEpoch) {
-    d.Idle(t, kDelay, 600);
-  }
-  uint64_t t = kStart + 2 * kDelay;
+  uint64_t t = Settle(&d, 600);
   ASSERT_EQ(d.Idle(t, kDelay, 600), 600u);
   // Most of them are taken (Note, from the allocation path, with no clock)
   // and freed again before the next Idle call, in the same epoch: the
@@ -60,17 +73,14 @@ TEST(ReleaseDecay, PagesTakenWithinTheDelayAreNotIdle) {
   t += 3 * kEpoch;
   d.Note(20);
   EXPECT_EQ(d.Idle(t, kDelay, 600), 20u);
-  for (uint64_t end = t + kDelay - kEpoch; t <= end; t += kEpoch) {
-    EXPECT_LE(d.Idle(t, kDelay, 600), 50u) << "at +" << t - kStart;
-  }
+  t = ExpectAtMostForADelay(&d, t, 600, 50);
   t += 2 * kEpoch;
   EXPECT_EQ(d.Idle(t, kDelay, 600), 600u);
 }
 
 TEST(ReleaseDecay, ReleasedPagesLeaveEveryEpoch) {
   ReleaseDecay d;
-  uint64_t t = kStart;
-  for (; t <= kStart + 2 * kDelay; t += kEpoch) d.Idle(t, kDelay, 1000);
+  uint64_t t = Settle(&d, 1000) + kEpoch;
   ASSERT_EQ(d.Idle(t, kDelay, 1000), 1000u);
   // The page heap releases 900 of them: 100 committed free pages are left,
   // and they are all that can be idle now.
@@ -88,11 +98,9 @@ TEST(ReleaseDecay, ReleasedPagesLeaveEveryEpoch) {
 
 TEST(ReleaseDecay, NeverMoreThanTheCountNow) {
   ReleaseDecay d;
-  for (uint64_t t = kStart; t <= kStart + 2 * kDelay; t += kEpoch) {
-    d.Idle(t, kDelay, 700);
-  }
+  const uint64_t t = Settle(&d, 700);
   // Pages taken and the count seen lower by Idle itself.
-  EXPECT_EQ(d.Idle(kStart + 2 * kDelay + 1, kDelay, 300), 300u);
+  EXPECT_EQ(d.Idle(t + 1, kDelay, 300), 300u);
 }
 
 TEST(ReleaseDecay, ALongGapRefillsEveryEpoch) {
