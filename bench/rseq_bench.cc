@@ -24,8 +24,10 @@
 //                 (malloc's size class), each pushed back to the stack a
 //                 table keyed by the object names (free's span map), for an
 //                 array stack (count, then the slot: two dependent loads
-//                 before the item is known) and a stack whose top item
-//                 sits in its header (one load).  K = 1 and 32.
+//                 before the item is known), a stack whose top item
+//                 sits in its header (one load), and a ring (first in,
+//                 first out: a pop reads what pushes wrote long before, so
+//                 it waits for no recent push).  K = 1 and 32.
 //
 // With ->Threads(n), Google Benchmark's "Time" is wall time divided by the
 // iterations of all threads (a throughput figure) and "CPU" is the CPU time
@@ -424,9 +426,15 @@ struct alignas(64) ShapeTop {    // the top item in the header
   void* slots[kShapeFill];
 };
 
+struct alignas(64) ShapeRing {   // pushes at head, pops at tail
+  uint32_t head, tail;
+  void* slots[2 * kShapeFill];   // a power of two
+};
+
 struct ShapeState {
   ShapeArray array[kShapeStacks];
   ShapeTop top[kShapeStacks];
+  ShapeRing ring[kShapeStacks];
   Object objects[kShapeStacks * kShapeFill];
   uint8_t stack_of[kShapeStacks * kShapeFill];  // object index -> stack
   uint32_t seq[kShapeSeq];                      // the stacks to pop, in turn
@@ -459,7 +467,35 @@ __attribute__((noinline)) void ShapeTopPush(ShapeState* st, void* p) {
   t.top = p;
 }
 
-template <bool kCachedTop>
+__attribute__((noinline)) void* ShapeRingPop(ShapeState* st, uint32_t k) {
+  ShapeRing& r = st->ring[k];
+  if (r.tail == r.head) return nullptr;
+  return r.slots[r.tail++ % (2 * kShapeFill)];
+}
+__attribute__((noinline)) void ShapeRingPush(ShapeState* st, void* p) {
+  ShapeRing& r = st->ring[st->StackOf(p)];
+  r.slots[r.head++ % (2 * kShapeFill)] = p;  // Never more than kShapeFill.
+}
+
+enum class Shape { kArray, kCachedTop, kRing };
+
+void* ShapePop(Shape shape, ShapeState* st, uint32_t k) {
+  switch (shape) {
+    case Shape::kArray: return ShapeArrayPop(st, k);
+    case Shape::kCachedTop: return ShapeTopPop(st, k);
+    case Shape::kRing: return ShapeRingPop(st, k);
+  }
+  return nullptr;
+}
+void ShapePush(Shape shape, ShapeState* st, void* p) {
+  switch (shape) {
+    case Shape::kArray: return ShapeArrayPush(st, p);
+    case Shape::kCachedTop: return ShapeTopPush(st, p);
+    case Shape::kRing: return ShapeRingPush(st, p);
+  }
+}
+
+template <Shape kShape>
 void BM_Shape(benchmark::State& state) {
   const uint32_t stacks = static_cast<uint32_t>(state.range(0));
   auto st = std::make_unique<ShapeState>();
@@ -475,29 +511,23 @@ void BM_Shape(benchmark::State& state) {
     for (uint32_t j = 0; j < kShapeFill; ++j) {
       Object* o = &st->objects[k * kShapeFill + j];
       st->stack_of[o - st->objects] = static_cast<uint8_t>(k);
-      if (kCachedTop) {
-        ShapeTopPush(st.get(), o);
-      } else {
-        ShapeArrayPush(st.get(), o);
-      }
+      ShapePush(kShape, st.get(), o);
     }
   }
   uint32_t i = 0;
   for (auto _ : state) {
     const uint32_t k = st->seq[i++ & (kShapeSeq - 1)];
-    void* p = kCachedTop ? ShapeTopPop(st.get(), k) : ShapeArrayPop(st.get(), k);
+    void* p = ShapePop(kShape, st.get(), k);
     benchmark::DoNotOptimize(p);
-    if (kCachedTop) {
-      ShapeTopPush(st.get(), p);
-    } else {
-      ShapeArrayPush(st.get(), p);
-    }
+    ShapePush(kShape, st.get(), p);
   }
 }
-void BM_Shape_Array(benchmark::State& state) { BM_Shape<false>(state); }
-void BM_Shape_CachedTop(benchmark::State& state) { BM_Shape<true>(state); }
+void BM_Shape_Array(benchmark::State& s) { BM_Shape<Shape::kArray>(s); }
+void BM_Shape_CachedTop(benchmark::State& s) { BM_Shape<Shape::kCachedTop>(s); }
+void BM_Shape_Ring(benchmark::State& s) { BM_Shape<Shape::kRing>(s); }
 BENCHMARK(BM_Shape_Array)->ArgName("stacks")->Arg(1)->Arg(32);
 BENCHMARK(BM_Shape_CachedTop)->ArgName("stacks")->Arg(1)->Arg(32);
+BENCHMARK(BM_Shape_Ring)->ArgName("stacks")->Arg(1)->Arg(32);
 
 }  // namespace
 
