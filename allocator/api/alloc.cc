@@ -262,8 +262,7 @@ namespace {
 
 size_t UsableSize(const char* who, void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
-  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
-  if (chunk == nullptr) Fatal(who, ptr);
+  // The span map first, as free() does: a small object needs no chunk.
   const int cls = central::ClassOfAddress(p);
   if (cls != 0) {
     if (!central::IsObjectStart(p, cls)) Fatal(who, ptr);
@@ -272,6 +271,8 @@ size_t UsableSize(const char* who, void* ptr) {
     }
     return central::Class(cls).size;
   }
+  page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
+  if (chunk == nullptr) Fatal(who, ptr);
   const size_t n = page_heap::LargeUsableSize(chunk, p);
   if (n == 0) Fatal(who, ptr);
   return n;
