@@ -133,8 +133,9 @@ TEST(PageHeapRelease, TheDelayKeepsFreedMemoryUntilItHasPassed) {
 
   // With a delay of 20 ms, once it has passed (twice over, and more), the
   // next free of a span returns what stayed free, down to half the
-  // threshold (or below: release goes a whole block at a time).  (Changing the delay also restarts the epochs' numbering;
-  // the timing itself is release_decay_test's.)
+  // threshold (or below: release goes a whole block at a time).  (Changing
+  // the delay also restarts the epochs' numbering; the timing itself is
+  // release_decay_test's.)
   config.release_delay_ms = 20;
   usleep(100 * 1000);
   AllocWriteAndFree(1);

@@ -28,12 +28,12 @@ uint64_t Settle(ReleaseDecay* d, size_t count) {
 }
 
 // Calls Idle once an epoch from `t` for a delay less an epoch, with `count`
-// pages free, and expects at most `idle` of them idle each time; returns
+// pages free, and expects exactly `idle` of them idle each time; returns
 // the time after the last call.
-uint64_t ExpectAtMostForADelay(ReleaseDecay* d, uint64_t t, size_t count,
-                               size_t idle) {
+uint64_t ExpectIdleForADelay(ReleaseDecay* d, uint64_t t, size_t count,
+                             size_t idle) {
   for (const uint64_t end = t + kDelay - kEpoch; t <= end; t += kEpoch) {
-    EXPECT_LE(d->Idle(t, kDelay, count), idle) << "at +" << t - kStart;
+    EXPECT_EQ(d->Idle(t, kDelay, count), idle) << "at +" << t - kStart;
   }
   return t;
 }
@@ -53,7 +53,7 @@ TEST(ReleaseDecay, PagesFreedRecentlyAreNotIdle) {
   uint64_t t = Settle(&d, 100);
   EXPECT_EQ(d.Idle(t, kDelay, 100), 100u);
   // 400 more are freed: only the old 100 are idle, for a whole delay.
-  t = ExpectAtMostForADelay(&d, t, 500, 100);
+  t = ExpectIdleForADelay(&d, t, 500, 100);
   // Soon after a whole delay, all 500 are.
   t += 2 * kEpoch;
   EXPECT_EQ(d.Idle(t, kDelay, 500), 500u);
@@ -69,11 +69,11 @@ TEST(ReleaseDecay, PagesTakenWithinTheDelayAreNotIdle) {
   d.Note(50);
   EXPECT_EQ(d.Idle(t + 1, kDelay, 600), 50u);
   // The same dip seen only at the next call, several epochs later, is
-  // charged to every epoch in between: still 50 for a whole delay after it.
+  // charged to every epoch in between: still 20 for a whole delay after it.
   t += 3 * kEpoch;
   d.Note(20);
   EXPECT_EQ(d.Idle(t, kDelay, 600), 20u);
-  t = ExpectAtMostForADelay(&d, t, 600, 50);
+  t = ExpectIdleForADelay(&d, t, 600, 20);
   t += 2 * kEpoch;
   EXPECT_EQ(d.Idle(t, kDelay, 600), 600u);
 }
