@@ -71,7 +71,7 @@ size_t CommittedFreePages(const NodeHeap* h) {
 // After pages were taken: the committed free pages may now be under the
 // floor of the last automatic release, and the release delay starts again
 // for the pages taken.
-void LowerReleaseFloor(NodeHeap* h) {
+void NotePagesTaken(NodeHeap* h) {
   const size_t committed = CommittedFreePages(h);
   if (committed < h->release_floor) h->release_floor = committed;
   h->decay.Note(committed);
@@ -230,7 +230,7 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
     p = e;
   }
   for (uint32_t p = page; p < end; ++p) ClearBit(c->released, p);
-  LowerReleaseFloor(h);
+  NotePagesTaken(h);
   return true;
 }
 
@@ -254,7 +254,7 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
             g_config->release_method == os::ReleaseMethod::kDontNeed;
   for (uint32_t p = page; p < page + n; ++p) ClearBit(c->released, p);
   if (n < block) FreeRange(h, c, page + n, block - n);
-  LowerReleaseFloor(h);
+  NotePagesTaken(h);
   *chunk_out = c;
   return c->base + (uintptr_t{page} << kPageShift);
 }

@@ -54,13 +54,11 @@ class ReleaseDecay {
     Note(committed);
     const uint64_t epoch_ms = delay_ms / kEpochs > 0 ? delay_ms / kEpochs : 1;
     const uint64_t now = now_ms / epoch_ms;
-    if (now == epoch_) {
-      Lower(epoch_, since_min_);
-    } else {
-      // The epochs from the last call's through now's all get the least
-      // count seen since that call (including the old one: the dip may
-      // have come before its end).
-      Lower(epoch_, since_min_);
+    // The epochs from the last call's through now's all get the least count
+    // seen since that call (including the old one: the dip may have come
+    // before its end).
+    Lower(epoch_, since_min_);
+    if (now != epoch_) {
       const uint64_t steps = now - epoch_ < kEpochs ? now - epoch_ : kEpochs;
       for (uint64_t i = 1; i <= steps; ++i) {
         min_[(now - steps + i) % kEpochs] = since_min_;
