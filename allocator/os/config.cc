@@ -56,13 +56,31 @@ const KnobInfo* Knobs(size_t* count) {
   return kKnobs;
 }
 
-bool ParseBytes(const char* s, size_t* out) {
-  if (s == nullptr || *s < '0' || *s > '9') return false;
+namespace {
+
+// The decimal digits at the start of s, as a value of at most `max`: sets
+// *out and returns a pointer past them, or returns nullptr when there is no
+// digit or the value would exceed max.  ParseBytes and ParseUint both read
+// their number with it.
+const char* ParseDigits(const char* s, uint64_t max, uint64_t* out) {
+  if (s == nullptr || *s < '0' || *s > '9') return nullptr;
   uint64_t v = 0;
   for (; *s >= '0' && *s <= '9'; ++s) {
-    if (v > (uint64_t{1} << 50)) return false;
-    v = v * 10 + static_cast<uint64_t>(*s - '0');
+    const uint64_t digit = static_cast<uint64_t>(*s - '0');
+    // v * 10 + digit > max, without overflowing.
+    if (digit > max || v > (max - digit) / 10) return nullptr;
+    v = v * 10 + digit;
   }
+  *out = v;
+  return s;
+}
+
+}  // namespace
+
+bool ParseBytes(const char* s, size_t* out) {
+  uint64_t v;
+  s = ParseDigits(s, uint64_t{1} << 50, &v);
+  if (s == nullptr) return false;
   int shift = 0;
   switch (*s) {
     case '\0':
@@ -91,15 +109,9 @@ bool ParseBytes(const char* s, size_t* out) {
 }
 
 bool ParseUint(const char* s, uint64_t max, uint64_t* out) {
-  if (s == nullptr || *s == '\0') return false;
-  uint64_t v = 0;
-  for (; *s != '\0'; ++s) {
-    if (*s < '0' || *s > '9') return false;
-    const uint64_t digit = static_cast<uint64_t>(*s - '0');
-    // v * 10 + digit > max, without overflowing.
-    if (digit > max || v > (max - digit) / 10) return false;
-    v = v * 10 + digit;
-  }
+  uint64_t v;
+  s = ParseDigits(s, max, &v);
+  if (s == nullptr || *s != '\0') return false;
   *out = v;
   return true;
 }

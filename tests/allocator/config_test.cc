@@ -182,16 +182,17 @@ TEST_F(ConfigTest, ReleaseDelay) {
 }
 
 TEST(ParseUint, BoundsWithoutOverflow) {
+  using cidmalloc::os::ParseUint;
   uint64_t out = 12345;
-  EXPECT_TRUE(cidmalloc::os::ParseUint("18446744073709551615", UINT64_MAX, &out));
+  EXPECT_TRUE(ParseUint("18446744073709551615", UINT64_MAX, &out));
   EXPECT_EQ(out, UINT64_MAX);
   out = 12345;
-  EXPECT_FALSE(cidmalloc::os::ParseUint("18446744073709551616", UINT64_MAX, &out));
-  EXPECT_FALSE(cidmalloc::os::ParseUint("6", 5, &out));
-  EXPECT_FALSE(cidmalloc::os::ParseUint("", 5, &out));
-  EXPECT_FALSE(cidmalloc::os::ParseUint(nullptr, 5, &out));
+  EXPECT_FALSE(ParseUint("18446744073709551616", UINT64_MAX, &out));
+  EXPECT_FALSE(ParseUint("6", 5, &out));
+  EXPECT_FALSE(ParseUint("", 5, &out));
+  EXPECT_FALSE(ParseUint(nullptr, 5, &out));
   EXPECT_EQ(out, 12345u);
-  EXPECT_TRUE(cidmalloc::os::ParseUint("5", 5, &out));
+  EXPECT_TRUE(ParseUint("5", 5, &out));
   EXPECT_EQ(out, 5u);
 }
 
