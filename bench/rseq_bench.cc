@@ -498,7 +498,7 @@ void ShapePush(Shape shape, ShapeState* st, void* p) {
 template <Shape kShape>
 void BM_Shape(benchmark::State& state) {
   const uint32_t stacks = static_cast<uint32_t>(state.range(0));
-  auto st = std::make_unique<ShapeState>();
+  auto st = std::make_unique<ShapeState>();  // Zeroed: stacks start empty.
   uint64_t x = 0x9e3779b97f4a7c15ull + state.thread_index();
   for (uint32_t i = 0; i < kShapeSeq; ++i) {
     x ^= x << 13;
@@ -507,7 +507,6 @@ void BM_Shape(benchmark::State& state) {
     st->seq[i] = static_cast<uint32_t>(x % stacks);
   }
   for (uint32_t k = 0; k < kShapeStacks; ++k) {
-    st->top[k].top = nullptr;
     for (uint32_t j = 0; j < kShapeFill; ++j) {
       Object* o = &st->objects[k * kShapeFill + j];
       st->stack_of[o - st->objects] = static_cast<uint8_t>(k);

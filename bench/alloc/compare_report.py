@@ -29,6 +29,19 @@ expect_from = {"glibc": "libc.so", "jemalloc": "jemalloc",
                "mimalloc": "mimalloc", "tcmalloc": "tcmalloc",
                "cidmalloc": "cidmalloc", "baseline": "cidmalloc"}
 
+def iterations(d):
+    """The benchmarks of a Google Benchmark JSON that ran: no aggregates, no
+    errors."""
+    for b in d["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
+            continue
+        yield b
+
+
+def stat(v):
+    return statistics.median(v) if STAT == "median" else min(v)
+
+
 ns = {}      # (alloc, name) -> [ns per pair, one per run]
 order = []   # benchmark names in run order
 for a in allocs:
@@ -43,9 +56,7 @@ for a in allocs:
             print(f"cidmalloc mode: {ctx.get('cidmalloc_mode', '?')}, "
                   f"registration: {ctx.get('cidmalloc_registration', '?')}",
                   file=sys.stderr)
-        for b in d["benchmarks"]:
-            if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
-                continue
+        for b in iterations(d):
             assert b["time_unit"] == "ns", b["time_unit"]
             name = b["name"]
             if name not in order:
@@ -55,9 +66,7 @@ for a in allocs:
 
 def med(a, n):
     v = ns.get((a, n))
-    if not v:
-        return None
-    return statistics.median(v) if STAT == "median" else min(v)
+    return stat(v) if v else None
 
 def fmt(x):
     if x is None:
@@ -164,14 +173,8 @@ for r in range(1, reps + 1):
         continue
     with open(path) as f:
         d = json.load(f)
-    for b in d["benchmarks"]:
-        if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
-            continue
+    for b in iterations(d):
         floor.setdefault(b["name"], []).append(b["cpu_time"])
-
-
-def floor_stat(v):
-    return statistics.median(v) if STAT == "median" else min(v)
 
 
 def pair_geomean(a, threads):
@@ -193,8 +196,8 @@ if floor:
     print("|" + "---|" * len(hdr))
     for name, v in floor.items():
         threads = name.rsplit(":", 1)[-1] if "threads:" in name else "1"
-        cells = [f"`{name}`", fmt(floor_stat(v))]
+        cells = [f"`{name}`", fmt(stat(v))]
         for a in cols:
             g = pair_geomean(a, threads)
-            cells.append(f"{floor_stat(v) / g:.2f}" if g else "—")
+            cells.append(f"{stat(v) / g:.2f}" if g else "—")
         print("| " + " | ".join(cells) + " |")
