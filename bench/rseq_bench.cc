@@ -25,9 +25,12 @@
 //                 table keyed by the object names (free's span map), for an
 //                 array stack (count, then the slot: two dependent loads
 //                 before the item is known), a stack whose top item
-//                 sits in its header (one load), and a ring (first in,
+//                 sits in its header (one load), a ring (first in,
 //                 first out: a pop reads what pushes wrote long before, so
-//                 it waits for no recent push).  K = 1 and 32.
+//                 it waits for no recent push), a list through the objects
+//                 with a count beside its head (gperftools' shape), and
+//                 rseq::Stack's shape (the count packed with the head in
+//                 one word).  K = 1 and 32.
 //
 // With ->Threads(n), Google Benchmark's "Time" is wall time divided by the
 // iterations of all threads (a throughput figure) and "CPU" is the CPU time
@@ -291,16 +294,16 @@ BENCHMARK(BM_Counter_SharedAtomicAdd)->Threads(1)->Threads(2);
 
 constexpr uint32_t kStackCapacity = 64;
 constexpr uint32_t kStackFill = 32;
-// One per ID: a header line (as a slab has), then the stack and its slots.
+// One per ID: a header line (as a slab has), then the stack.
 struct alignas(64) StackRegion {
   char header[64];
   r::Stack stack;
-  void* slots[kStackCapacity];
 };
 constexpr uintptr_t kStackOffset = offsetof(StackRegion, stack);
 
-// 64-byte "objects" for the stacks and lists to hold; never dereferenced by
-// the rseq and array stacks.
+// 64-byte "objects" for the stacks and lists to hold: the rseq stack and
+// the lists link through their first word; the array stacks never touch
+// them.
 struct alignas(64) Object {
   Object* next;
 };
@@ -315,8 +318,9 @@ void* const* StackTable() {
       auto* region = new StackRegion{};
       region->stack.capacity = kStackCapacity;
       auto* objects = new Object[kStackFill];
-      for (uint32_t i = 0; i < kStackFill; ++i) region->slots[i] = &objects[i];
-      region->stack.count = kStackFill;
+      for (uint32_t i = 0; i < kStackFill; ++i) {
+        region->stack.PushHeld(&objects[i]);
+      }
       t[id] = region;
     }
     return t;
@@ -431,7 +435,17 @@ struct alignas(64) ShapeRing {   // pushes at head, pops at tail
   void* slots[2 * kShapeFill];   // a power of two
 };
 
+struct alignas(64) ShapeList {   // a list through the objects and a count
+  Object* head;
+  uint32_t count;
+};
+struct alignas(64) ShapePacked {  // the rseq::Stack shape: one word,
+  uint64_t top;                   // head | count << 48
+};
+
 struct ShapeState {
+  ShapeList list[kShapeStacks];
+  ShapePacked packed[kShapeStacks];
   ShapeArray array[kShapeStacks];
   ShapeTop top[kShapeStacks];
   ShapeRing ring[kShapeStacks];
@@ -477,13 +491,46 @@ __attribute__((noinline)) void ShapeRingPush(ShapeState* st, void* p) {
   r.slots[r.head++ % (2 * kShapeFill)] = p;  // Never more than kShapeFill.
 }
 
-enum class Shape { kArray, kCachedTop, kRing };
+__attribute__((noinline)) void* ShapeListPop(ShapeState* st, uint32_t k) {
+  ShapeList& l = st->list[k];
+  Object* p = l.head;
+  if (p == nullptr) return nullptr;
+  l.head = p->next;
+  l.count--;
+  return p;
+}
+__attribute__((noinline)) void ShapeListPush(ShapeState* st, void* v) {
+  ShapeList& l = st->list[st->StackOf(v)];
+  if (l.count >= 2 * kShapeFill) __builtin_trap();  // Never full here.
+  Object* p = static_cast<Object*>(v);
+  p->next = l.head;
+  l.head = p;
+  l.count++;
+}
+__attribute__((noinline)) void* ShapePackedPop(ShapeState* st, uint32_t k) {
+  ShapePacked& s = st->packed[k];
+  void* p = r::Stack::ItemOf(s.top);
+  if (p == nullptr) return nullptr;
+  s.top = r::Stack::Link(p);
+  return p;
+}
+__attribute__((noinline)) void ShapePackedPush(ShapeState* st, void* p) {
+  ShapePacked& s = st->packed[st->StackOf(p)];
+  const uint32_t n = r::Stack::CountOf(s.top);
+  if (n >= 2 * kShapeFill) __builtin_trap();  // Never full here.
+  r::Stack::Link(p) = s.top;
+  s.top = r::Stack::TopWord(p, n + 1);
+}
+
+enum class Shape { kArray, kCachedTop, kRing, kList, kPacked };
 
 void* ShapePop(Shape shape, ShapeState* st, uint32_t k) {
   switch (shape) {
     case Shape::kArray: return ShapeArrayPop(st, k);
     case Shape::kCachedTop: return ShapeTopPop(st, k);
     case Shape::kRing: return ShapeRingPop(st, k);
+    case Shape::kList: return ShapeListPop(st, k);
+    case Shape::kPacked: return ShapePackedPop(st, k);
   }
   return nullptr;
 }
@@ -492,6 +539,8 @@ void ShapePush(Shape shape, ShapeState* st, void* p) {
     case Shape::kArray: return ShapeArrayPush(st, p);
     case Shape::kCachedTop: return ShapeTopPush(st, p);
     case Shape::kRing: return ShapeRingPush(st, p);
+    case Shape::kList: return ShapeListPush(st, p);
+    case Shape::kPacked: return ShapePackedPush(st, p);
   }
 }
 
@@ -527,6 +576,10 @@ void BM_Shape_Ring(benchmark::State& s) { BM_Shape<Shape::kRing>(s); }
 BENCHMARK(BM_Shape_Array)->ArgName("stacks")->Arg(1)->Arg(32);
 BENCHMARK(BM_Shape_CachedTop)->ArgName("stacks")->Arg(1)->Arg(32);
 BENCHMARK(BM_Shape_Ring)->ArgName("stacks")->Arg(1)->Arg(32);
+void BM_Shape_List(benchmark::State& s) { BM_Shape<Shape::kList>(s); }
+void BM_Shape_Packed(benchmark::State& s) { BM_Shape<Shape::kPacked>(s); }
+BENCHMARK(BM_Shape_List)->ArgName("stacks")->Arg(1)->Arg(32);
+BENCHMARK(BM_Shape_Packed)->ArgName("stacks")->Arg(1)->Arg(32);
 
 }  // namespace
 

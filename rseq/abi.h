@@ -44,11 +44,18 @@
 #define CIDMALLOC_RSEQ_CS_ALIGN 32
 
 // ---- cidmalloc per-ID data layouts used by the assembly ----------------
-// A per-ID bounded stack (rseq::Stack):
-//   u32 count; u32 capacity; void* slots[capacity];
-#define CIDMALLOC_STACK_OFF_COUNT 0
-#define CIDMALLOC_STACK_OFF_CAPACITY 4
-#define CIDMALLOC_STACK_OFF_SLOTS 8
+// A per-ID bounded stack (rseq::Stack), linked through its items:
+//   u64 top          item | count << 48, 0 when empty; the item's first
+//                    word holds the top word below it
+//   u8 reserved[6]   zero, so that the u64 at offset 8 (the limit) is
+//   u16 capacity     capacity << 48, which a push compares with the top
+//                    word as it is
+#define CIDMALLOC_STACK_OFF_TOP 0
+#define CIDMALLOC_STACK_OFF_LIMIT 8
+#define CIDMALLOC_STACK_OFF_CAPACITY 14
+#define CIDMALLOC_STACK_BYTES 16
+#define CIDMALLOC_STACK_COUNT_SHIFT 48
+#define CIDMALLOC_STACK_ITEM_MASK 0xffffffffffff
 // Per-ID counters are one cache line apart: counter(id) = base + (id << 6).
 #define CIDMALLOC_COUNTER_STRIDE_SHIFT 6
 

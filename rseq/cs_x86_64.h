@@ -15,8 +15,9 @@
 //
 // Invariants (checked by //tests/rseq_cs:section_test):
 //   - The only store to shared data in [4, 5) is the last instruction.
-//     Earlier stores go to memory private to the caller (batch `out`) or
-//     beyond the stack's count (batch push), which no reader looks at.
+//     Earlier stores go to memory private to the caller: batch `out`, and
+//     the first word (the link) of an item being pushed, which is the
+//     caller's until the commit puts it on the stack.
 //   - The ID is read inside the section, after the descriptor is armed, so
 //     a preemption, migration or signal between reading it and the commit
 //     restarts the section.
@@ -159,95 +160,110 @@
   "addq %[delta], (%[base], %[id])\n"  /* commit: *(base + id) += delta */   \
   "5:\n\t"
 
-// n = s->count; if (n == 0) fail; v = s->slots[n-1]; commit: s->count = n-1
+// w = s->top; v = w & kItemMask; if (v == NULL) fail; w = v->next;
+// commit: s->top = w
 #define CIDMALLOC_RSEQ_POP_ASM(load_id, compare_twice)                       \
   CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
   CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
   CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
-  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
-  "subl $1, %k[n]\n\t"                 /* n -= 1 */                          \
-  "jb %l[fail]\n\t"                    /* if (borrow: was empty) goto fail */\
+  "movq (%[s]), %[n]\n\t"              /* w = s->top */                      \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[v]\n\t"          \
+                                       /* v = kItemMask */                   \
+  "andq %[n], %[v]\n\t"                /* v &= w: the top item */            \
+  "jz %l[fail]\n\t"                    /* if (v == NULL: empty) goto fail */ \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  "movq (%[v]), %[n]\n\t"              /* w = v->next: the word below */     \
   compare_twice                                                              \
-  "movq 8(%[s], %q[n], 8), %[v]\n\t"   /* v = s->slots[n] */                 \
-  "movl %k[n], (%[s])\n"               /* commit: s->count = n */            \
+  "movq %[n], (%[s])\n"                /* commit: s->top = w */              \
   "5:\n\t"
 
-// n = s->count; if (n >= s->capacity) fail; s->slots[n] = item;
-// commit: s->count = n+1
+// w = s->top; n = w >> 48; if (n >= s->capacity) fail; item->next = w;
+// commit: s->top = item | (n + 1) << 48
 #define CIDMALLOC_RSEQ_PUSH_ASM(load_id, compare_twice)                      \
   CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
   CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
   CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
-  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
-  "cmpl 4(%[s]), %k[n]\n\t"            /* if (n >= s->capacity) */           \
-  "jae %l[fail]\n\t"                   /*   goto fail */                     \
+  "movq (%[s]), %%rax\n\t"             /* rax = s->top */                    \
+  "cmpq " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_LIMIT) "(%[s]), %%rax\n\t"        \
+                                       /* if (rax >= capacity << 48) */      \
+  "jae %l[fail]\n\t"                   /*   goto fail (full) */              \
+  "movq %%rax, (%[item])\n\t"          /* item->next = rax (the caller's) */ \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[n]\n\t"          \
+                                       /* n = kItemMask */                   \
+  "orq %%rax, %[n]\n\t"                /* n |= rax: count << 48 | mask */    \
+  "leaq 1(%[n], %[item]), %[n]\n\t"    /* n += 1 + item: the new top word */ \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
-  "movq %[item], 8(%[s], %q[n], 8)\n\t" /* s->slots[n] = item (beyond     \
-                                          count: private) */               \
-  "addl $1, %k[n]\n\t"                 /* n += 1 */                          \
   CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
   compare_twice                                                              \
   CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
-  "movl %k[n], (%[s])\n"               /* commit: s->count = n */            \
+  "movq %[n], (%[s])\n"                /* commit: s->top = n */              \
   "5:\n\t"
 
-// n = s->count; if (n == 0) fail; end = max(n - want, 0);
-// do { *o++ = s->slots[--n]; } while (n > end); commit: s->count = end
+// w = s->top; end = min(w >> 48, want); if (end == 0) fail;
+// do { rax = w & mask; *o++ = rax; w = rax->next; } while (--end);
+// commit: s->top = w
 #define CIDMALLOC_RSEQ_POP_BATCH_ASM(load_id, compare_twice)                 \
   CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
   CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
   CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
-  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
-  "testl %k[n], %k[n]\n\t"             /* if (n == 0) */                     \
-  "jz %l[fail]\n\t"                    /*   goto fail */                     \
-  "movl %k[n], %k[end]\n\t"            /* end = n */                         \
-  "subl %[want], %k[end]\n\t"          /* end -= want */                     \
-  "jae 8f\n\t"                         /* if (borrow) */                     \
-  "xorl %k[end], %k[end]\n"            /*   end = 0 */                       \
-  "8:\n\t"                                                                   \
+  "movq (%[s]), %[n]\n\t"              /* w = s->top */                      \
+  "movq %[n], %[end]\n\t"              /* end = w */                         \
+  "shrq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[end]\n\t"           \
+                                       /* end >>= 48: the count */           \
+  "jz %l[fail]\n\t"                    /* if (end == 0) goto fail */         \
+  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
+  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[m]\n\t"          \
+                                       /* m = kItemMask */                   \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   "9:\n\t"                             /* do { */                            \
-  "subl $1, %k[n]\n\t"                 /*   n -= 1 */                        \
-  "movq 8(%[s], %q[n], 8), %%rax\n\t"  /*   rax = s->slots[n] */             \
+  "movq %[n], %%rax\n\t"               /*   rax = w */                       \
+  "andq %[m], %%rax\n\t"               /*   rax &= m: the item */            \
   "movq %%rax, (%[o])\n\t"             /*   *o = rax (caller-private) */     \
   "addq $8, %[o]\n\t"                  /*   o += 1 */                        \
-  "cmpl %k[end], %k[n]\n\t"            /* } while (n > end) */               \
-  "ja 9b\n\t"                                                                \
+  "movq (%%rax), %[n]\n\t"             /*   w = rax->next */                 \
+  "subl $1, %k[end]\n\t"               /* } while (--end != 0) */            \
+  "jnz 9b\n\t"                                                               \
   CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
   compare_twice                                                              \
   CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
-  "movl %k[end], (%[s])\n"             /* commit: s->count = end */          \
+  "movq %[n], (%[s])\n"                /* commit: s->top = w */              \
   "5:\n\t"
 
-// n = s->count; room = s->capacity - n; if (room <= 0) fail;
-// end = n + min(room, want); do { s->slots[n++] = *i++; } while (n < end);
-// commit: s->count = end
+// w = s->top; n = w >> 48; end = min(s->capacity - n, want); if (end <= 0)
+// fail; do { rax = *i++; rax->next = w; w = rax | ++n << 48; } while (--end);
+// commit: s->top = w
 #define CIDMALLOC_RSEQ_PUSH_BATCH_ASM(load_id, compare_twice)                \
   CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
   CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
   CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
-  "movl (%[s]), %k[n]\n\t"             /* n = s->count */                    \
-  "movl 4(%[s]), %k[end]\n\t"          /* end = s->capacity */               \
+  "movq (%[s]), %[w]\n\t"              /* w = s->top */                      \
+  "movq %[w], %[n]\n\t"                /* n = w */                           \
+  "shrq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[n]\n\t"             \
+                                       /* n >>= 48: the count */             \
+  "movzwl " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s]), %k[end]\n\t"  \
+                                       /* end = s->capacity */               \
   "subl %k[n], %k[end]\n\t"            /* end -= n (room) */                 \
   "jbe %l[fail]\n\t"                   /* if (room <= 0) goto fail */        \
   "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
   "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
-  "addl %k[n], %k[end]\n\t"            /* end += n (new count) */            \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   "9:\n\t"                             /* do { */                            \
   "movq (%[i]), %%rax\n\t"             /*   rax = *i */                      \
-  "movq %%rax, 8(%[s], %q[n], 8)\n\t"  /*   s->slots[n] = rax (beyond        \
-                                            count: private) */               \
+  "movq %[w], (%%rax)\n\t"             /*   rax->next = w (caller's item) */ \
   "addq $8, %[i]\n\t"                  /*   i += 1 */                        \
-  "addl $1, %k[n]\n\t"                 /*   n += 1 */                        \
-  "cmpl %k[end], %k[n]\n\t"            /* } while (n < end) */               \
-  "jb 9b\n\t"                                                                \
+  "addq $1, %[n]\n\t"                  /*   n += 1 */                        \
+  "movq %[n], %[w]\n\t"                /*   w = n */                         \
+  "shlq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[w]\n\t"             \
+                                       /*   w <<= 48 */                      \
+  "orq %%rax, %[w]\n\t"                /*   w |= rax */                      \
+  "subl $1, %k[end]\n\t"               /* } while (--end != 0) */            \
+  "jnz 9b\n\t"                                                               \
   CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
   compare_twice                                                              \
   CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
-  "movl %k[end], (%[s])\n"             /* commit: s->count = end */          \
+  "movq %[w], (%[s])\n"                /* commit: s->top = w */              \
   "5:\n\t"
 
 // c = s->capacity + delta; c = min(max(c, 0), limit);
@@ -256,7 +272,8 @@
   CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
   CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
   CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
-  "movl 4(%[s]), %k[c]\n\t"            /* c = s->capacity */                 \
+  "movzwl " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s]), %k[c]\n\t"    \
+                                       /* c = s->capacity */                 \
   "addl %[delta], %k[c]\n\t"           /* c += delta */                      \
   "jns 8f\n\t"                         /* if (c < 0) */                      \
   "xorl %k[c], %k[c]\n"                /*   c = 0 */                         \
@@ -266,7 +283,8 @@
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   compare_twice                                                              \
   CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
-  "movl %k[c], 4(%[s])\n"              /* commit: s->capacity = c */         \
+  "movw %w[c], " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s])\n"         \
+                                       /* commit: s->capacity = c */         \
   "5:\n\t"
 
 // The raw, the wide raw (Pop and Push only) and the node-qualified
@@ -279,6 +297,17 @@
 #define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
   body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
        CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
+
+// Pop's item: %rax, the scratch register that arms the descriptor, so that
+// the caller keeps one register fewer live; but where the compare-twice
+// check or the test delays use %rax after the item is loaded, any other.
+#if defined(CIDMALLOC_RSEQ_COMPARE_TWICE) || defined(CIDMALLOC_RSEQ_INJECT)
+#define CIDMALLOC_RSEQ_POP_V(v) "=&r"(v)
+#define CIDMALLOC_RSEQ_POP_CLOBBERS "rax",
+#else
+#define CIDMALLOC_RSEQ_POP_V(v) "=&a"(v)
+#define CIDMALLOC_RSEQ_POP_CLOBBERS
+#endif
 
 namespace cidmalloc::rseq::cs {
 
@@ -326,13 +355,12 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
     uint64_t id, n;
     uintptr_t s;
     void* v;
-    // v is %rax, the scratch register that arms the descriptor (and loads
-    // the node, and runs the delay loops) before v is loaded: one register
-    // fewer for the caller to save.
+    // v is %rax where it can be (CIDMALLOC_RSEQ_POP_V, above).
 #define CIDMALLOC_RSEQ_OPERANDS                                            \
-  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] "=&a"(v)               \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),                            \
+    [v] CIDMALLOC_RSEQ_POP_V(v)                                            \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset) \
-  : "memory", "cc"                                                         \
+  : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"                             \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw && B == IdBound::kWideTable) {
       asm volatile goto(CIDMALLOC_RSEQ_WIDE_ASM(CIDMALLOC_RSEQ_POP_ASM)
@@ -405,11 +433,12 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
                                                         void** out,
                                                         uint32_t want) {
   for (;;) {
-    uint64_t id, n, end;
+    uint64_t id, n, end, m;
     uintptr_t s;
     void** o = out;
 #define CIDMALLOC_RSEQ_OPERANDS                                               \
-  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [o] "+&r"(o) \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [o] "+&r"(o), \
+    [m] "=&r"(m)                                                              \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [want] "r"(want)                                                          \
   : "rax", "memory", "cc"                                                     \
@@ -443,11 +472,12 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
                                                          uint32_t want,
                                                          int32_t node = 0) {
   for (;;) {
-    uint64_t id, n, end;
+    uint64_t id, n, end, w;
     uintptr_t s;
     void* const* i = in;
 #define CIDMALLOC_RSEQ_OPERANDS                                               \
-  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [i] "+&r"(i) \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [end] "=&r"(end), [i] "+&r"(i), \
+    [w] "=&r"(w)                                                              \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [want] "r"(want)
 #define CIDMALLOC_RSEQ_LABELS \

@@ -215,7 +215,7 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr) {
-    while (n < want && s->count > 0) out[n++] = s->slots()[--s->count];
+    while (n < want && s->PopHeld(&out[n])) ++n;
   }
   SoftExit(hold);
   return n;
@@ -240,7 +240,7 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr) {
-    while (n < want && s->count < s->capacity) s->slots()[s->count++] = in[n++];
+    while (n < want && s->PushHeld(in[n])) ++n;
   }
   SoftExit(hold);
   return n;
@@ -249,6 +249,7 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
 int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
                        uint32_t limit) {
   EnsureInit();
+  if (limit > Stack::kMaxCapacity) limit = Stack::kMaxCapacity;
 #if CIDMALLOC_RSEQ_X86_64
   if (OperationPath() == ThreadPath::kRseq) {
     const int64_t c =
@@ -267,7 +268,7 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
     c = static_cast<int64_t>(s->capacity) + delta;
     if (c < 0) c = 0;
     if (c > limit) c = limit;
-    s->capacity = static_cast<uint32_t>(c);
+    s->capacity = static_cast<uint16_t>(c);
   }
   SoftExit(hold);
   return c;

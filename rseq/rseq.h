@@ -24,7 +24,10 @@
 // for an ID whose region does not exist yet; the stack of an ID lives at
 // byte `offset` of its region.  Pop fails when the stack is empty or the
 // region absent; Push fails when the stack is full or the region absent.
-// Items must not be null.
+// A stack is linked through its items (Stack, below): an item is a non-null,
+// 8-byte-aligned address below 2^48 of at least 8 writable bytes, and while
+// it is on a stack the stack owns its first word.  Nothing else may write
+// that word meanwhile; Pop hands the word back with the item.
 //
 // Touching another ID's stack (draining it): store nullptr into table[id]
 // (a relaxed atomic store), call QuiesceId(id), work on the region, then
@@ -48,18 +51,76 @@
 
 namespace cidmalloc::rseq {
 
-// A bounded stack: the header of `capacity` slots that follow it.
+// A bounded stack of items, linked through them (rseq/abi.h has the layout
+// the sections use).  `top` packs the top item with the count:
+// item | count << 48, 0 when empty; each item's first word holds the top
+// word below it (its link), so a pop is one load of the top, one of its
+// link, and one store, and the count of every item below stays right.
+// `capacity` bounds the count; the six zero bytes before it make the u64 at
+// offset 8 equal capacity << 48, which a push compares with the top word.
+// A stack needs its own 16 bytes, whatever its capacity.
+//
+// Why linked: a pop from an array (count, then slots[count - 1]) gets its
+// item from a load whose address waits for the count, which the last push
+// to the same stack may still be storing.  Pairs of random sizes paid for
+// it, and so did batches (docs/benchmarks.md, tuning log: the array took
+// 1.19x the time of this stack on random-size pairs and 1.15-1.22x on
+// batches; fixed-size pairs the same).
 struct Stack {
-  uint32_t count;
-  uint32_t capacity;
-  void** slots() { return reinterpret_cast<void**>(this + 1); }
-  static constexpr size_t BytesFor(uint32_t capacity) {
-    return sizeof(Stack) + sizeof(void*) * capacity;
+  static constexpr uint64_t kItemMask = CIDMALLOC_STACK_ITEM_MASK;
+  static constexpr int kCountShift = CIDMALLOC_STACK_COUNT_SHIFT;
+  static constexpr uint32_t kMaxCapacity = 0xffff;
+
+  uint64_t top;
+  uint8_t reserved[6];  // Zero.
+  uint16_t capacity;
+
+  static uint64_t TopWord(void* item, uint64_t count) {
+    return reinterpret_cast<uintptr_t>(item) | count << kCountShift;
+  }
+  static void* ItemOf(uint64_t word) {
+    return reinterpret_cast<void*>(word & kItemMask);
+  }
+  static uint32_t CountOf(uint64_t word) {
+    return static_cast<uint32_t>(word >> kCountShift);
+  }
+  // The link word of an item on a stack: the top word below it.
+  static uint64_t& Link(void* item) { return *static_cast<uint64_t*>(item); }
+
+  // The count, read with a relaxed load: exact for the stack's holder,
+  // a recent value for anyone else (statistics, monitors).
+  uint32_t Count() const {
+    return CountOf(__atomic_load_n(&top, __ATOMIC_RELAXED));
+  }
+  // Pop and push for a caller that holds the stack: nothing else runs an
+  // operation on it meanwhile (a drainer after QuiesceId, a soft ID's
+  // holder).  The same results as the critical sections.
+  bool PopHeld(void** item) {
+    void* p = ItemOf(top);
+    if (p == nullptr) return false;
+    top = Link(p);
+    *item = p;
+    return true;
+  }
+  bool PushHeld(void* item) {
+    const uint32_t n = CountOf(top);
+    if (n >= capacity) return false;
+    Link(item) = top;
+    top = TopWord(item, n + 1);
+    return true;
+  }
+  // Calls f(item) for each item from the top down, for a holder or on a
+  // stack nobody changes meanwhile (tests, statistics of a quiet process).
+  template <typename F>
+  void ForEachHeld(F f) const {
+    for (void* p = ItemOf(top); p != nullptr; p = ItemOf(Link(p))) f(p);
   }
 };
-static_assert(offsetof(Stack, count) == CIDMALLOC_STACK_OFF_COUNT);
+static_assert(offsetof(Stack, top) == CIDMALLOC_STACK_OFF_TOP);
 static_assert(offsetof(Stack, capacity) == CIDMALLOC_STACK_OFF_CAPACITY);
-static_assert(sizeof(Stack) == CIDMALLOC_STACK_OFF_SLOTS);
+static_assert(sizeof(Stack) == CIDMALLOC_STACK_BYTES);
+static_assert(CIDMALLOC_STACK_OFF_LIMIT + 6 == CIDMALLOC_STACK_OFF_CAPACITY,
+              "the u64 at the limit's offset is capacity << 48");
 
 // ---- Mode and IDs --------------------------------------------------------
 inline Mode CurrentMode() {
@@ -257,19 +318,23 @@ inline Stack* SoftStack(void* const* table, uintptr_t offset,
 // test library's delay between the read and the write; the caller holds
 // the ID (lock or owner protocol).
 inline bool SoftStackPop(Stack* s, void** item) {
-  if (s == nullptr || s->count == 0) return false;
-  const uint32_t n = s->count - 1;
-  *item = s->slots()[n];
+  if (s == nullptr) return false;
+  void* p = Stack::ItemOf(s->top);
+  if (p == nullptr) return false;
+  const uint64_t below = Stack::Link(p);
   CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-  s->count = n;
+  s->top = below;
+  *item = p;
   return true;
 }
 inline bool SoftStackPush(Stack* s, void* item) {
-  if (s == nullptr || s->count >= s->capacity) return false;
-  const uint32_t n = s->count;
-  s->slots()[n] = item;
+  if (s == nullptr) return false;
+  const uint64_t w = s->top;
+  const uint32_t n = Stack::CountOf(w);
+  if (n >= s->capacity) return false;
+  Stack::Link(item) = w;
   CIDMALLOC_RSEQ_INJECT_C(1);  // Between the read and the write.
-  s->count = n + 1;
+  s->top = Stack::TopWord(item, n + 1);
   return true;
 }
 
@@ -333,7 +398,7 @@ inline uint32_t PushBatch(void* const* table, uintptr_t offset,
 }
 
 // Grows (delta > 0) or shrinks (delta < 0) the current ID's stack capacity,
-// clamped to [0, limit]; returns the new capacity, or -1 if the current ID
+// clamped to [0, min(limit, Stack::kMaxCapacity)]; returns the new capacity, or -1 if the current ID
 // has no region.  Shrinking below count is allowed: pushes then fail until
 // pops bring count under the capacity.  Not a fast-path operation.
 int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,

@@ -32,7 +32,7 @@ struct SizeClassInfo {
   uint64_t magic;        // ceil(2^64 / size).
   uint32_t limit;        // objects_per_span * size.
   uint16_t batch;        // Objects moved per front-end <-> central transfer.
-  uint16_t max_capacity; // Front-end stack slots reserved per ID.
+  uint16_t max_capacity; // The most objects a front-end stack holds.
 };
 
 namespace internal {

@@ -99,12 +99,12 @@ uint64_t TouchedBytes(void* slab) {
     for (uintptr_t p = first; p <= last; ++p) touched[p] = true;
   };
   mark(0, kHeaderBytes);
-  mark(kLayout.remote_offset, rseq::Stack::BytesFor(kRemoteCapacity));
+  mark(kLayout.remote_offset, sizeof(rseq::Stack));
   const SlabHeader* hdr = HeaderOf(slab);
   for (int c = 1; c < kNumClasses; ++c) {
     const uint32_t peak =
         hdr->peak_capacity[c].load(std::memory_order_relaxed);
-    if (peak != 0) mark(kLayout.offset[c], rseq::Stack::BytesFor(peak));
+    if (peak != 0) mark(kLayout.offset[c], sizeof(rseq::Stack));
   }
   uint64_t pages = 0;
   for (bool t : touched) pages += t;
@@ -181,8 +181,7 @@ void FlushClass(int cls, uint32_t keep) {
   for (;;) {
     void* slab = Published(rseq::CurrentId());
     if (slab == nullptr) return;
-    const uint32_t count =
-        __atomic_load_n(&StackOf(slab, off)->count, __ATOMIC_RELAXED);
+    const uint32_t count = StackOf(slab, off)->Count();
     if (count <= keep) return;
     const uint32_t want = count - keep < 256 ? count - keep : 256;
     const uint32_t n = rseq::PopBatch(g_slabs, off, buf, want);
@@ -226,12 +225,19 @@ void MaybeSweep(void* slab) {
 void DrainUnpublished(void* slab) {
   for (int c = 1; c < kNumClasses; ++c) {
     rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
-    central::InsertBatch(c, s->slots(), s->count);
-    s->count = 0;
+    void* buf[256];
+    for (;;) {
+      uint32_t n = 0;
+      while (n < 256 && s->PopHeld(&buf[n])) ++n;
+      if (n == 0) break;
+      central::InsertBatch(c, buf, n);
+    }
   }
   rseq::Stack* r = StackOf(slab, kLayout.remote_offset);
-  InsertMixed(r->slots(), r->count);
-  r->count = 0;
+  void* rbuf[kRemoteCapacity];
+  uint32_t n = 0;
+  while (n < kRemoteCapacity && r->PopHeld(&rbuf[n])) ++n;
+  InsertMixed(rbuf, n);
 }
 
 }  // namespace
@@ -375,8 +381,7 @@ void GetStats(Stats* out) {
     out->slab_bytes += TouchedBytes(slab);
     for (int c = 1; c < kNumClasses; ++c) {
       out->cached_bytes +=
-          uint64_t{__atomic_load_n(&StackOf(slab, kLayout.offset[c])->count,
-                                   __ATOMIC_RELAXED)} *
+          uint64_t{StackOf(slab, kLayout.offset[c])->Count()} *
           Class(c).size;
     }
   }

@@ -6,17 +6,19 @@
 // machine has.  On a multi-node machine the cid mode's IDs are
 // node-qualified (rseq/state.h): one slab per (node, cid) pair in use, so
 // a slab only ever holds objects of its node, and a cid that moves to
-// another node finds that node's slab instead of the old node's objects.  A slab holds a bounded stack per size class and one stack
-// of remote objects (freed on a node other than their own).  Pop and push
-// are the rseq/ critical sections: no lock, no atomic RMW, no system call,
-// and the commit is one store.
+// another node finds that node's slab instead of the old node's objects.
+// A slab holds a bounded stack per size class and one stack of remote
+// objects (freed on a node other than their own).  Pop and push are the
+// rseq/ critical sections: no lock, no atomic RMW, no system call, and the
+// commit is one store.
 //
 // Slab layout (constexpr, kLayout):
 //   [0, kHeaderBytes)            SlabHeader
-//   offset[cls]                  rseq::Stack, max_capacity(cls) slots
-//   remote_offset                rseq::Stack, kRemoteCapacity slots
+//   offset[cls]                  rseq::Stack of class cls
+//   remote_offset                rseq::Stack of remote objects
+// A stack is 16 bytes: the cached objects hold its links (rseq/rseq.h).
 //
-// Capacity: a class starts at 0 (its stack's memory untouched), gets one
+// Capacity: a class starts at 0 (its stack never written), gets one
 // batch on its first miss, and grows by a batch on each further miss (up to
 // its max_capacity) while the capacity the slab was granted beyond
 // those initial batches stays within CIDMALLOC_CACHE_BYTES; every
@@ -58,10 +60,10 @@ constexpr SlabLayout MakeLayout() {
   for (int c = 1; c < central::kNumClasses; ++c) {
     l.offset[c] = at;
     at += static_cast<uint32_t>(
-        rseq::Stack::BytesFor(central::Class(c).max_capacity));
+        sizeof(rseq::Stack));
   }
   l.remote_offset = at;
-  at += static_cast<uint32_t>(rseq::Stack::BytesFor(kRemoteCapacity));
+  at += static_cast<uint32_t>(sizeof(rseq::Stack));
   l.bytes = (at + 63) & ~63u;
   return l;
 }

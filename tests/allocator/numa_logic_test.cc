@@ -96,7 +96,7 @@ uint64_t CachedObjectsOfNode(int node) {
     if (slab == nullptr) continue;
     for (int c = 1; c < kNumClasses; ++c) {
       auto* s = reinterpret_cast<cidmalloc::rseq::Stack*>(slab + kLayout.offset[c]);
-      for (uint32_t i = 0; i < s->count; ++i) n += NodeOfPointer(s->slots()[i]) == node;
+      s->ForEachHeld([&](void* p) { n += NodeOfPointer(p) == node; });
     }
   }
   return n;

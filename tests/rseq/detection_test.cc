@@ -767,11 +767,50 @@ std::string OnStableId(Reset reset, Body body) {
 }
 
 TEST(Ops, StackLayoutIsAsDocumented) {
-  EXPECT_EQ(rs::Stack::BytesFor(0), 8u);
-  EXPECT_EQ(rs::Stack::BytesFor(5), 8u + 5 * sizeof(void*));
-  alignas(8) char buf[64];
-  rs::Stack* s = reinterpret_cast<rs::Stack*>(buf);
-  EXPECT_EQ(reinterpret_cast<char*>(s->slots()), buf + 8);
+  EXPECT_EQ(sizeof(rs::Stack), 16u);
+  alignas(16) rs::Stack s;
+  memset(&s, 0, sizeof s);
+  s.capacity = 3;
+  // The u64 at the limit's offset is capacity << 48 (a push compares it
+  // with the top word).
+  uint64_t limit;
+  memcpy(&limit, reinterpret_cast<char*>(&s) + CIDMALLOC_STACK_OFF_LIMIT,
+         sizeof limit);
+  EXPECT_EQ(limit, uint64_t{3} << 48);
+  void* a = ItemFor(1);
+  void* b = ItemFor(2);
+  void* c = ItemFor(3);
+  void* d = ItemFor(4);
+  for (void* p : {a, b, c, d}) static_cast<uint64_t*>(p)[1] = 0x5eed;
+  EXPECT_EQ(s.Count(), 0u);
+  ASSERT_TRUE(s.PushHeld(a));
+  ASSERT_TRUE(s.PushHeld(b));
+  // top = item | count << 48; each item's first word links to the top word
+  // below it; the bottom one to 0.
+  EXPECT_EQ(s.top, rs::Stack::TopWord(b, 2));
+  EXPECT_EQ(s.top, reinterpret_cast<uint64_t>(b) | uint64_t{2} << 48);
+  EXPECT_EQ(rs::Stack::Link(b), rs::Stack::TopWord(a, 1));
+  EXPECT_EQ(rs::Stack::Link(a), 0u);
+  EXPECT_EQ(s.Count(), 2u);
+  ASSERT_TRUE(s.PushHeld(c));
+  static_cast<uint64_t*>(d)[0] = 0xd0d0;
+  EXPECT_FALSE(s.PushHeld(d)) << "a push beyond the capacity";
+  EXPECT_EQ(static_cast<uint64_t*>(d)[0], 0xd0d0u)
+      << "a failed push wrote the item";
+  std::vector<void*> seen;
+  s.ForEachHeld([&](void* p) { seen.push_back(p); });
+  EXPECT_EQ(seen, (std::vector<void*>{c, b, a}));
+  void* got = nullptr;
+  for (void* want : {c, b, a}) {
+    ASSERT_TRUE(s.PopHeld(&got));
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_FALSE(s.PopHeld(&got));
+  EXPECT_EQ(s.top, 0u);
+  // Only the first word of an item is the stack's.
+  for (void* p : {a, b, c, d}) {
+    EXPECT_EQ(static_cast<uint64_t*>(p)[1], 0x5eedu);
+  }
 }
 
 TEST(Ops, AbsentRegionsFailEveryOperation) {
@@ -836,7 +875,7 @@ TEST(Ops, PushPopAreLifoAndBoundedOnTheCurrentId) {
         }
         if (rs::Pop(table, off) != nullptr) return "pop on empty";
         if (rs::PopBatch(table, off, out, 3) != 0) return "batch pop on empty";
-        if (stacks.stack(id)->count != 0) return "count not 0 at the end";
+        if (stacks.stack(id)->Count() != 0) return "count not 0 at the end";
         return "";
       });
   if (verdict == "SKIP") GTEST_SKIP() << "never ran without a context switch";
@@ -1029,7 +1068,7 @@ TEST(Ops, AdjustCapacityClampsAndBoundsPushes) {
         }
         // Shrinking below count: pushes fail until pops bring count under.
         if (rs::AdjustCapacity(table, off, -4, kSlots) != 6) return "10 - 4";
-        if (s->count != 10) return "shrinking changed count";
+        if (s->Count() != 10) return "shrinking changed count";
         if (rs::Push(table, off, ItemFor(11))) return "push above capacity";
         void* two[2] = {ItemFor(11), ItemFor(12)};
         if (rs::PushBatch(table, off, two, 2) != 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,35 @@ namespace cidmalloc_test {
 
 namespace rs = ::cidmalloc::rseq;
 
+// Items used by the tests: 16-byte cells of one static pool (a stack links
+// through its items' first words), numbered from 1.
+inline constexpr uint32_t kMaxItems = 1u << 16;
+struct alignas(16) ItemCell {
+  uint64_t words[2];
+};
+inline ItemCell g_item_pool[kMaxItems + 1];
+inline void* ItemFor(uint32_t i) {
+  if (i == 0 || i > kMaxItems) abort();  // A test asked for too many.
+  return &g_item_pool[i];
+}
+// The index of an item, or 0 if it is not one.
+inline uint32_t IndexOf(const void* item) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(item);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(&g_item_pool[0]);
+  if (v <= base || v > base + kMaxItems * sizeof(ItemCell) ||
+      (v - base) % sizeof(ItemCell) != 0) {
+    return 0;
+  }
+  return static_cast<uint32_t>((v - base) / sizeof(ItemCell));
+}
+
 inline constexpr unsigned char kRegionCanary = 0xA5;
 inline constexpr unsigned char kCounterCanary = 0x5A;
 inline constexpr size_t kTailCanaryBytes = 64;
 
 // Every ID in [0, NumIds()) gets its own region; its Stack lives at byte
 // `offset` of the region.  Bytes [0, offset) and the 64 bytes after the
-// last slot hold a canary.  The table has kWideTableIds entries (null from
+// stack hold a canary.  The table has kWideTableIds entries (null from
 // NumIds() on), so that the allocator's sections (PopUnchecked and
 // PushUnchecked, which index it with the raw ID unchecked) can use it too.
 class StackTable {
@@ -33,8 +56,7 @@ class StackTable {
     // NumIds() <= kMaxRseqIds + kMaxSoftIds < kWideTableIds (rseq.h).
     table_.assign(rs::kWideTableIds, nullptr);
     regions_.assign(ids_, nullptr);
-    region_bytes_ = offset_ + rs::Stack::BytesFor(capacity_) +
-                    kTailCanaryBytes;
+    region_bytes_ = offset_ + sizeof(rs::Stack) + kTailCanaryBytes;
     region_bytes_ = (region_bytes_ + 63) & ~size_t{63};
     for (uint32_t id = 0; id < ids_; ++id) {
       char* r = static_cast<char*>(aligned_alloc(64, region_bytes_));
@@ -42,8 +64,8 @@ class StackTable {
       regions_[id] = r;
       table_[id] = r;
       rs::Stack* s = stack(id);
-      s->count = 0;
-      s->capacity = capacity_;
+      memset(s, 0, sizeof *s);
+      s->capacity = static_cast<uint16_t>(capacity_);
     }
   }
   ~StackTable() {
@@ -64,12 +86,12 @@ class StackTable {
   }
   // Racy-but-atomic read of a count, for monitors running beside workers.
   uint32_t CountRelaxed(uint32_t id) const {
-    return __atomic_load_n(&stack(id)->count, __ATOMIC_RELAXED);
+    return stack(id)->Count();
   }
 
   // Only while no operation runs.
   void Clear() {
-    for (uint32_t id = 0; id < ids_; ++id) stack(id)->count = 0;
+    for (uint32_t id = 0; id < ids_; ++id) stack(id)->top = 0;
   }
   void UnpublishAll() {
     for (uint32_t id = 0; id < ids_; ++id) table_[id] = nullptr;
@@ -78,10 +100,11 @@ class StackTable {
     for (uint32_t id = 0; id < ids_; ++id) table_[id] = regions_[id];
   }
 
-  // Empty string if every canary and every capacity is intact.  With
-  // `capacity_may_change` (AdjustCapacity in use) a capacity may be
-  // anything up to the allocated slots, and a count may exceed it (but not
-  // the allocated slots).
+  // Empty string if every canary and every capacity is intact and every
+  // stack's chain is well formed: as many items as the top word's count,
+  // each link one count lower, ending in 0.  With `capacity_may_change`
+  // (AdjustCapacity in use) a capacity may be anything up to the one the
+  // table was built with, and a count may exceed it (but not that one).
   std::string CheckLayout(bool capacity_may_change = false) const {
     for (uint32_t id = 0; id < ids_; ++id) {
       const unsigned char* r =
@@ -92,24 +115,49 @@ class StackTable {
                  " before the stack was overwritten";
         }
       }
-      const size_t tail = offset_ + rs::Stack::BytesFor(capacity_);
+      const size_t tail = offset_ + sizeof(rs::Stack);
       for (size_t i = tail; i < tail + kTailCanaryBytes; ++i) {
         if (r[i] != kRegionCanary) {
           return "id " + std::to_string(id) + ": byte " + std::to_string(i) +
-                 " after the last slot was overwritten";
+                 " after the stack was overwritten";
         }
       }
-      if (capacity_may_change ? stack(id)->capacity > capacity_
-                              : stack(id)->capacity != capacity_) {
+      const rs::Stack* s = stack(id);
+      for (unsigned char b : s->reserved) {
+        if (b != 0) return "id " + std::to_string(id) + ": reserved byte set";
+      }
+      if (capacity_may_change ? s->capacity > capacity_
+                              : s->capacity != capacity_) {
         return "id " + std::to_string(id) + ": capacity changed to " +
-               std::to_string(stack(id)->capacity);
+               std::to_string(s->capacity);
       }
-      if (stack(id)->count > capacity_) {
-        return "id " + std::to_string(id) + ": count " +
-               std::to_string(stack(id)->count) + " exceeds the " +
-               std::to_string(capacity_) + " allocated slots";
-      }
+      const std::string chain = CheckChain(id);
+      if (!chain.empty()) return chain;
     }
+    return "";
+  }
+
+  // Empty string if the stack of `id` is a well-formed chain of at most
+  // capacity() items.  Only while no operation runs on it.
+  std::string CheckChain(uint32_t id) const {
+    const std::string who = "id " + std::to_string(id) + ": ";
+    uint64_t w = stack(id)->top;
+    const uint32_t n = rs::Stack::CountOf(w);
+    if (n > capacity_) {
+      return who + "count " + std::to_string(n) + " exceeds the capacity " +
+             std::to_string(capacity_);
+    }
+    for (uint32_t k = n; k > 0; --k) {
+      if (rs::Stack::CountOf(w) != k) {
+        return who + "a link's count is " +
+               std::to_string(rs::Stack::CountOf(w)) + ", expected " +
+               std::to_string(k);
+      }
+      void* p = rs::Stack::ItemOf(w);
+      if (IndexOf(p) == 0) return who + "a link points outside the items";
+      w = rs::Stack::Link(p);
+    }
+    if (w != 0) return who + "the bottom item's link is not 0";
     return "";
   }
 
@@ -117,21 +165,23 @@ class StackTable {
   // operation runs.
   void CollectAll(std::vector<void*>* out) const {
     for (uint32_t id = 0; id < ids_; ++id) {
-      const rs::Stack* s = stack(id);
-      const uint32_t n = s->count <= capacity_ ? s->count : capacity_;
-      for (uint32_t i = 0; i < n; ++i) {
-        out->push_back(const_cast<rs::Stack*>(s)->slots()[i]);
-      }
+      const std::vector<void*> v = Items(id);
+      out->insert(out->end(), v.begin(), v.end());
     }
   }
 
-  // Items on one ID's stack, bottom first.
+  // Items on one ID's stack, bottom first (at most capacity(), in case the
+  // chain is broken: CheckLayout reports that).
   std::vector<void*> Items(uint32_t id) const {
     std::vector<void*> v;
-    rs::Stack* s = stack(id);
-    for (uint32_t i = 0; i < s->count && i < capacity_; ++i) {
-      v.push_back(s->slots()[i]);
+    uint64_t w = stack(id)->top;
+    while (rs::Stack::ItemOf(w) != nullptr && v.size() < capacity_) {
+      void* p = rs::Stack::ItemOf(w);
+      v.push_back(p);
+      if (IndexOf(p) == 0) break;  // Not an item: do not follow it.
+      w = rs::Stack::Link(p);
     }
+    std::reverse(v.begin(), v.end());
     return v;
   }
 
@@ -139,7 +189,7 @@ class StackTable {
   std::vector<uint32_t> NonEmptyIds() const {
     std::vector<uint32_t> v;
     for (uint32_t id = 0; id < ids_; ++id) {
-      if (stack(id)->count != 0) v.push_back(id);
+      if (stack(id)->Count() != 0) v.push_back(id);
     }
     return v;
   }
@@ -213,16 +263,6 @@ class Counters {
   char* mem_ = nullptr;
 };
 
-// Items used by the tests: nonzero tagged integers, never dereferenced.
-inline void* ItemFor(uint32_t i) {
-  return reinterpret_cast<void*>((uintptr_t{i} << 4) | 0x8);
-}
-// The index of an item, or 0 if it is not a well-formed item.
-inline uint32_t IndexOf(const void* item) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(item);
-  if ((v & 0xF) != 0x8) return 0;
-  return static_cast<uint32_t>(v >> 4);
-}
 
 // Every item 1..m must appear exactly once in `items`.  Empty string if so,
 // else a description of what is missing, duplicated or foreign.

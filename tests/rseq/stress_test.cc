@@ -385,23 +385,24 @@ void Drainer(World& w, const std::vector<uint32_t>& ids,
       __atomic_store_n(&table[id], nullptr, __ATOMIC_RELAXED);
       if (!rs::QuiesceId(id)) w.Error("QuiesceId returned false, ID", id);
       rs::Stack* s = w.stacks->stack(id);
-      const uint32_t n0 = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
+      const uint64_t top0 = __atomic_load_n(&s->top, __ATOMIC_RELAXED);
       // Nothing may commit on an unpublished, quiesced ID.  Give an
       // operation that was still in flight time to (wrongly) commit.
       for (int i = 0; i < 2000; ++i) __builtin_ia32_pause();
       if (rng.Below(4) == 0) sched_yield();
-      const uint32_t n1 = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
-      if (n1 != n0) w.Error("stack changed after QuiesceId, ID", id);
-      if (n1 > w.stacks->capacity()) {
-        w.Error("count above capacity, ID", id);
+      const uint64_t top1 = __atomic_load_n(&s->top, __ATOMIC_RELAXED);
+      if (top1 != top0) w.Error("stack changed after QuiesceId, ID", id);
+      const std::string chain = w.stacks->CheckChain(id);
+      if (!chain.empty()) {
+        w.Error(("drained stack: " + chain + ", ID").c_str(), id);
       } else {
-        for (uint32_t i = 0; i < n1; ++i) {
-          void* it = s->slots()[i];
+        const uint32_t n1 = rs::Stack::CountOf(top1);
+        for (void* it : w.stacks->Items(id)) {
           if (w.Take(it)) spare.push_back(it);
         }
         out->drained_items += n1;
       }
-      __atomic_store_n(&s->count, 0u, __ATOMIC_RELAXED);
+      __atomic_store_n(&s->top, uint64_t{0}, __ATOMIC_RELAXED);
       __atomic_store_n(&table[id], region, __ATOMIC_RELEASE);
       ++out->drains;
       // Return some of the spare items through the normal path.

@@ -497,7 +497,9 @@ TEST(RseqCsCode, FirstInstructionReadsTheAreaLastIsTheCommit) {
 
 // The sections are real code: run them, through the probes and through the
 // public operations of rseq/rseq.h, on per-ID data.  The thread may change
-// ID between two operations, so only totals are checked.
+// ID between two operations, so only totals are checked.  Every push takes
+// a fresh item: a stack links through its items, and an item may still be
+// on another ID's stack.
 class RseqCsOps : public ::testing::Test {
  protected:
   static constexpr uint32_t kCapacity = 64;
@@ -507,7 +509,7 @@ class RseqCsOps : public ::testing::Test {
 
   void SetUp() override {
     ids_ = ::cidmalloc::rseq::NumIds();
-    const size_t words = Stack::BytesFor(kCapacity) / sizeof(uint64_t);
+    const size_t words = sizeof(Stack) / sizeof(uint64_t);
     regions_.resize(ids_);
     table_.resize(ids_);
     for (uint32_t i = 0; i < ids_; ++i) {
@@ -521,7 +523,7 @@ class RseqCsOps : public ::testing::Test {
 
   uint64_t StackedItems() const {
     uint64_t n = 0;
-    for (void* t : table_) n += static_cast<Stack*>(t)->count;
+    for (void* t : table_) n += static_cast<Stack*>(t)->Count();
     return n;
   }
   int64_t CounterSum() const {
@@ -537,7 +539,13 @@ class RseqCsOps : public ::testing::Test {
   std::vector<std::unique_ptr<uint64_t[]>> regions_;
   std::vector<void*> table_;
   std::vector<Counter> counters_;
-  int items_[8] = {};
+  void* Item() {
+    EXPECT_LT(next_item_, kItems);
+    return &items_[next_item_++];
+  }
+  static constexpr int kItems = 64;
+  uint64_t items_[kItems] = {};
+  int next_item_ = 0;
 };
 
 TEST_F(RseqCsOps, Probes) {
@@ -554,12 +562,12 @@ TEST_F(RseqCsOps, Probes) {
     // Raw-ID modes only: with node-qualified IDs they fail (the allocator
     // does not run them there).
     for (int i = 0; i < 2; ++i) {
-      stored += probes::PushWide(wide.data(), 0, &items_[i]);
+      stored += probes::PushWide(wide.data(), 0, Item());
     }
     void* w = nullptr;
     taken += probes::PopWide(wide.data(), 0, &w);
-    for (int i = 0; i < 4; ++i) stored += probes::Push(t, 0, &items_[i]);
-    void* in[4] = {&items_[4], &items_[5], &items_[6], &items_[7]};
+    for (int i = 0; i < 4; ++i) stored += probes::Push(t, 0, Item());
+    void* in[4] = {Item(), Item(), Item(), Item()};
     stored += probes::PushBatch(t, 0, in, 4);
     void* item = nullptr;
     taken += probes::Pop(t, 0, &item);
@@ -585,8 +593,8 @@ TEST_F(RseqCsOps, PublicOperations) {
   void* const* t = table_.data();
   int64_t stored = 0, taken = 0;
   for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 4; ++i) stored += r::Push(t, 0, &items_[i]);
-    void* in[4] = {&items_[4], &items_[5], &items_[6], &items_[7]};
+    for (int i = 0; i < 4; ++i) stored += r::Push(t, 0, Item());
+    void* in[4] = {Item(), Item(), Item(), Item()};
     stored += r::PushBatch(t, 0, in, 4);
     taken += r::Pop(t, 0) != nullptr;
     void* out[8] = {};
