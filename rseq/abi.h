@@ -55,6 +55,7 @@
 #define CIDMALLOC_STACK_OFF_CAPACITY 14
 #define CIDMALLOC_STACK_BYTES 16
 #define CIDMALLOC_STACK_COUNT_SHIFT 48
+#define CIDMALLOC_STACK_MAX_CAPACITY 0xffff
 #define CIDMALLOC_STACK_ITEM_MASK 0xffffffffffff
 // Per-ID counters are one cache line apart: counter(id) = base + (id << 6).
 #define CIDMALLOC_COUNTER_STRIDE_SHIFT 6

@@ -13,7 +13,9 @@
 //                         single commit store
 //                      5:                          (post_commit_ip)
 //
-// Invariants (checked by //tests/rseq_cs:section_test):
+// Invariants (//tests/rseq_cs:section_test checks that each section starts
+// by reading the rseq area and ends with its commit; fast_path_budget_test
+// counts the stores inside the probes' sections):
 //   - The only store to shared data in [4, 5) is the last instruction.
 //     Earlier stores go to memory private to the caller: batch `out`, and
 //     the first word (the link) of an item being pushed, which is the
@@ -214,6 +216,8 @@
   "jz %l[fail]\n\t"                    /* if (end == 0) goto fail */         \
   "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
   "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
+  "jz %l[fail]\n\t"                    /*   goto fail */                     \
   "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[m]\n\t"          \
                                        /* m = kItemMask */                   \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
@@ -248,6 +252,8 @@
   "jbe %l[fail]\n\t"                   /* if (room <= 0) goto fail */        \
   "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
   "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
+  "jz %l[fail]\n\t"                    /*   goto fail */                     \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   "9:\n\t"                             /* do { */                            \
   "movq (%[i]), %%rax\n\t"             /*   rax = *i */                      \
@@ -504,11 +510,14 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
   }
 }
 
-// capacity = min(max(capacity + delta, 0), limit); returns the new
-// capacity, or -1 on failure (bad ID or absent region).
+// capacity = min(max(capacity + delta, 0), limit), limit at most
+// CIDMALLOC_STACK_MAX_CAPACITY; returns the new capacity, or -1 on failure
+// (bad ID or absent region).
 template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline int64_t AdjustCapacity(
     void* const* table, uintptr_t offset, int32_t delta, uint32_t limit) {
+  // The capacity is 16 bits (rseq/abi.h).
+  if (limit > CIDMALLOC_STACK_MAX_CAPACITY) limit = CIDMALLOC_STACK_MAX_CAPACITY;
   for (;;) {
     uint64_t id, c;
     uintptr_t s;

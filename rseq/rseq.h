@@ -69,7 +69,7 @@ namespace cidmalloc::rseq {
 struct Stack {
   static constexpr uint64_t kItemMask = CIDMALLOC_STACK_ITEM_MASK;
   static constexpr int kCountShift = CIDMALLOC_STACK_COUNT_SHIFT;
-  static constexpr uint32_t kMaxCapacity = 0xffff;
+  static constexpr uint32_t kMaxCapacity = CIDMALLOC_STACK_MAX_CAPACITY;
 
   uint64_t top;
   uint8_t reserved[6];  // Zero.

@@ -87,7 +87,7 @@ void NotePeak(SlabHeader* hdr, int cls, int64_t capacity) {
 }
 
 // The 4 KiB pages of `slab` that may have been written: its header, its
-// remote stack, and each class's stack up to its peak capacity.
+// remote stack, and the stack of each class that ever had a capacity.
 uint64_t TouchedBytes(void* slab) {
   constexpr uint32_t kPage = 4096;
   constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;

@@ -114,8 +114,9 @@ struct SlabHeader {
   std::atomic<int64_t> extra_bytes;
   std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
   std::atomic<uint16_t> misses[central::kNumClasses];
-  // The highest capacity each class's stack ever had: its slots beyond
-  // are untouched memory (the slab-bytes statistic counts touched pages).
+  // The highest capacity each class's stack ever had; 0 while the class's
+  // stack was never written (the slab-bytes statistic counts touched
+  // pages).
   std::atomic<uint16_t> peak_capacity[central::kNumClasses];
 };
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
@@ -188,8 +189,8 @@ struct Stats {
   uint32_t slabs;          // Slabs allocated (IDs that ever missed).
   uint32_t max_id;         // Highest ID with a slab.
   uint64_t slab_bytes;     // Pages of those slabs ever written: headers,
-                           // and each class's stack up to its peak
-                           // capacity (classes never used stay untouched).
+                           // the remote stacks, and the stacks of classes
+                           // ever used.
   uint64_t cached_bytes;   // Bytes of objects sitting in the caches.
 };
 void GetStats(Stats* out);

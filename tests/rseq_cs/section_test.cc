@@ -573,6 +573,13 @@ TEST_F(RseqCsOps, Probes) {
     taken += probes::Pop(t, 0, &item);
     void* out[8] = {};
     taken += probes::PopBatch(t, 0, out, 8);
+    // want == 0 fails in the section itself (the rseq.h wrappers return
+    // before it), on a stack that is not empty: nothing popped or pushed.
+    stored += probes::Push(t, 0, Item());
+    EXPECT_EQ(probes::PopBatch(t, 0, out, 0), 0u);
+    void* none[1] = {Item()};
+    EXPECT_EQ(probes::PushBatch(t, 0, none, 0), 0u);
+    taken += probes::Pop(t, 0, &item);
     for (int i = 0; i < 100; ++i)
       added += probes::CounterAdd(CounterBase(), 3) ? 3 : 0;
   }
