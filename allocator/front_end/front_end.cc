@@ -369,6 +369,46 @@ void ForkPrepare() { g_lock.Lock(); }
 void ForkParent() { g_lock.Unlock(); }
 void ForkChild() { g_lock.ResetAfterFork(); }
 
+namespace {
+// One stack of `slab` (see CheckInvariants): its chain, and each object's
+// class (`cls`, or any class for the remote stack, cls 0) and node.
+void CheckStack(void* slab, uint32_t offset, int cls, uint32_t max) {
+  const rseq::Stack* s = StackOf(slab, offset);
+  const int node = HeaderOf(slab)->node.load(std::memory_order_relaxed);
+  uint64_t w = s->top;
+  CIDMALLOC_CHECK(rseq::Stack::CountOf(w) <= max,
+                  "front end: a stack holds more than its maximum capacity");
+  for (uint32_t k = rseq::Stack::CountOf(w); k > 0; --k) {
+    CIDMALLOC_CHECK(rseq::Stack::CountOf(w) == k,
+                    "front end: a stack link's count is not one less");
+    const uintptr_t p = reinterpret_cast<uintptr_t>(rseq::Stack::ItemOf(w));
+    const uint32_t tag = page_heap::LookupSpanTag(p);
+    const int pc = central::TagClass(tag);
+    CIDMALLOC_CHECK(pc != 0 && (cls == 0 || pc == cls),
+                    "front end: a cached pointer that is no object of the "
+                    "stack's class");
+    CIDMALLOC_CHECK(central::IsObjectStart(p, pc),
+                    "front end: a cached pointer that is no object start");
+    CIDMALLOC_CHECK(cls == 0 || central::TagNode(tag) == node,
+                    "front end: a cached object of another node");
+    w = rseq::Stack::Link(reinterpret_cast<void*>(p));
+  }
+  CIDMALLOC_CHECK(w == 0, "front end: a stack's bottom link is not 0");
+}
+}  // namespace
+
+void CheckInvariants() {
+  os::SpinLockHolder h(&g_lock);
+  for (uint32_t id = 0; id < kMaxIds; ++id) {
+    void* slab = g_store[id];
+    if (slab == nullptr) continue;
+    for (int c = 1; c < kNumClasses; ++c) {
+      CheckStack(slab, kLayout.offset[c], c, Class(c).max_capacity);
+    }
+    CheckStack(slab, kLayout.remote_offset, 0, kRemoteCapacity);
+  }
+}
+
 void GetStats(Stats* out) {
   os::SpinLockHolder h(&g_lock);
   out->slabs = g_num_slabs;

@@ -181,6 +181,13 @@ void DrainAll();
 // rseq's soft-ID exit callback: the exiting thread's caches go back.
 void OnSoftIdExit(uint32_t id);
 
+// Walks every slab's stacks and aborts with a message unless each is a
+// well-formed chain (counts one less down every link, 0 at the bottom) of
+// at most its maximum capacity of objects of its class and node, each at
+// an object start.  Only while no other thread allocates or frees: the
+// stacks are read outside any critical section (tests, debugging).
+void CheckInvariants();
+
 void ForkPrepare();
 void ForkParent();
 void ForkChild();
