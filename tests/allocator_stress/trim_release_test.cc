@@ -248,7 +248,15 @@ TEST(TrimRelease, ReleaseWithoutTrim) {
     printf("a second later, after freeing a page run: %.1f MiB\n",
            ToMiB(rss_freed));
   }
-  EXPECT_LE(rss_freed + total / 2, rss_full)
+  // At least 40 % of what was allocated goes back.  Without malloc_trim
+  // the objects cached in the parked threads' slabs keep their spans
+  // resident, and how many depends on which IDs the threads ran on: 16 runs
+  // of the "auto" variant kept 107.6-120.6 MiB of 221.8 (drops of 48-55 %
+  // of the 209.5 MiB allocated; 2c7224b and 9e95ee6 alike), so the half
+  // this test asked for failed in 6 of those runs.  With no release at all
+  // the drop is the own mappings' 15 % (checked: CIDMALLOC_RELEASE_BYTES=64G
+  // fails here).
+  EXPECT_LE(rss_freed + total * 2 / 5, rss_full)
       << "resident set only dropped from " << ToMiB(rss_full) << " to "
       << ToMiB(rss_freed) << " MiB without malloc_trim";
   // Allocation still works.
