@@ -215,7 +215,7 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
   Stack* s = SoftStack(table, offset, index);
   CIDMALLOC_RSEQ_INJECT_C(0);
   if (s != nullptr) {
-    while (n < want && s->PopHeld(&out[n])) ++n;
+    n = s->PopHeldUpTo(out, want);
   }
   SoftExit(hold);
   return n;

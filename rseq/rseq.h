@@ -109,11 +109,34 @@ struct Stack {
     top = TopWord(item, n + 1);
     return true;
   }
+  // Pops up to `want` items into out[], top first; returns how many.
+  uint32_t PopHeldUpTo(void** out, uint32_t want) {
+    uint32_t n = 0;
+    while (n < want && PopHeld(&out[n])) ++n;
+    return n;
+  }
   // Calls f(item) for each item from the top down, for a holder or on a
   // stack nobody changes meanwhile (tests, statistics of a quiet process).
   template <typename F>
   void ForEachHeld(F f) const {
     for (void* p = ItemOf(top); p != nullptr; p = ItemOf(Link(p))) f(p);
+  }
+  // nullptr if the stack is a well-formed chain of at most `max` items:
+  // each link's count one less than the word above it, 0 below the bottom
+  // item, and check(item) nullptr for every item (called before the item's
+  // link is read, so it can refuse a pointer that must not be followed).
+  // Else what is wrong.  For a holder or a stack nobody changes meanwhile.
+  template <typename F>
+  const char* CheckHeld(uint32_t max, F check) const {
+    uint64_t w = top;
+    if (CountOf(w) > max) return "stack: more items than its capacity";
+    for (uint32_t k = CountOf(w); k > 0; --k) {
+      if (CountOf(w) != k) return "stack: a link's count is not one less";
+      void* p = ItemOf(w);
+      if (const char* bad = check(p)) return bad;
+      w = Link(p);
+    }
+    return w == 0 ? nullptr : "stack: the bottom item's link is not 0";
   }
 };
 static_assert(offsetof(Stack, top) == CIDMALLOC_STACK_OFF_TOP);
@@ -398,8 +421,8 @@ inline uint32_t PushBatch(void* const* table, uintptr_t offset,
 }
 
 // Grows (delta > 0) or shrinks (delta < 0) the current ID's stack capacity,
-// clamped to [0, min(limit, Stack::kMaxCapacity)]; returns the new capacity, or -1 if the current ID
-// has no region.  Shrinking below count is allowed: pushes then fail until
+// clamped to [0, min(limit, Stack::kMaxCapacity)]; returns the new
+// capacity, or -1 if the current ID has no region.  Shrinking below count is allowed: pushes then fail until
 // pops bring count under the capacity.  Not a fast-path operation.
 int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
                        uint32_t limit);

@@ -79,15 +79,11 @@ void* SlabOf(uint32_t id) {
 // The calling thread's slab, or nullptr (see EnsureSlab).
 void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
 
-void NotePeak(SlabHeader* hdr, int cls, int64_t capacity) {
-  if (capacity > hdr->peak_capacity[cls].load(std::memory_order_relaxed)) {
-    hdr->peak_capacity[cls].store(static_cast<uint16_t>(capacity),
-                                  std::memory_order_relaxed);
-  }
-}
-
 // The 4 KiB pages of `slab` that may have been written: its header, its
-// remote stack, and the stack of each class that ever had a capacity.
+// remote stack, and the stack of each class that has a capacity: a stack
+// is written only once it has one, and a sweep leaves at least a batch
+// (unless the thread moved to another ID during it, which can shrink that
+// ID's stack to 0: then its 16 bytes are not counted).
 uint64_t TouchedBytes(void* slab) {
   constexpr uint32_t kPage = 4096;
   constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;
@@ -100,11 +96,11 @@ uint64_t TouchedBytes(void* slab) {
   };
   mark(0, kHeaderBytes);
   mark(kLayout.remote_offset, sizeof(rseq::Stack));
-  const SlabHeader* hdr = HeaderOf(slab);
   for (int c = 1; c < kNumClasses; ++c) {
-    const uint32_t peak =
-        hdr->peak_capacity[c].load(std::memory_order_relaxed);
-    if (peak != 0) mark(kLayout.offset[c], sizeof(rseq::Stack));
+    const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
+    if (__atomic_load_n(&s->capacity, __ATOMIC_RELAXED) != 0) {
+      mark(kLayout.offset[c], sizeof(rseq::Stack));
+    }
   }
   uint64_t pages = 0;
   for (bool t : touched) pages += t;
@@ -124,7 +120,6 @@ bool TryGrow(void* slab, int cls) {
     const int64_t first = rseq::AdjustCapacity(
         g_slabs, kLayout.offset[cls], static_cast<int32_t>(c.batch - before),
         c.max_capacity);
-    NotePeak(hdr, cls, first);
     return first > static_cast<int64_t>(before);
   }
   const int64_t grant = int64_t{c.batch} * c.size;
@@ -135,7 +130,6 @@ bool TryGrow(void* slab, int cls) {
   const int64_t after = rseq::AdjustCapacity(g_slabs, kLayout.offset[cls],
                                              c.batch, c.max_capacity);
   if (after <= static_cast<int64_t>(before)) return false;
-  NotePeak(hdr, cls, after);
   hdr->extra_bytes.fetch_add((after - before) * c.size,
                              std::memory_order_relaxed);
   return true;
@@ -226,18 +220,13 @@ void DrainUnpublished(void* slab) {
   for (int c = 1; c < kNumClasses; ++c) {
     rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
     void* buf[256];
-    for (;;) {
-      uint32_t n = 0;
-      while (n < 256 && s->PopHeld(&buf[n])) ++n;
-      if (n == 0) break;
+    while (const uint32_t n = s->PopHeldUpTo(buf, 256)) {
       central::InsertBatch(c, buf, n);
     }
   }
   rseq::Stack* r = StackOf(slab, kLayout.remote_offset);
   void* rbuf[kRemoteCapacity];
-  uint32_t n = 0;
-  while (n < kRemoteCapacity && r->PopHeld(&rbuf[n])) ++n;
-  InsertMixed(rbuf, n);
+  InsertMixed(rbuf, r->PopHeldUpTo(rbuf, kRemoteCapacity));
 }
 
 }  // namespace
@@ -373,27 +362,25 @@ namespace {
 // One stack of `slab` (see CheckInvariants): its chain, and each object's
 // class (`cls`, or any class for the remote stack, cls 0) and node.
 void CheckStack(void* slab, uint32_t offset, int cls, uint32_t max) {
-  const rseq::Stack* s = StackOf(slab, offset);
   const int node = HeaderOf(slab)->node.load(std::memory_order_relaxed);
-  uint64_t w = s->top;
-  CIDMALLOC_CHECK(rseq::Stack::CountOf(w) <= max,
-                  "front end: a stack holds more than its maximum capacity");
-  for (uint32_t k = rseq::Stack::CountOf(w); k > 0; --k) {
-    CIDMALLOC_CHECK(rseq::Stack::CountOf(w) == k,
-                    "front end: a stack link's count is not one less");
-    const uintptr_t p = reinterpret_cast<uintptr_t>(rseq::Stack::ItemOf(w));
-    const uint32_t tag = page_heap::LookupSpanTag(p);
-    const int pc = central::TagClass(tag);
-    CIDMALLOC_CHECK(pc != 0 && (cls == 0 || pc == cls),
-                    "front end: a cached pointer that is no object of the "
-                    "stack's class");
-    CIDMALLOC_CHECK(central::IsObjectStart(p, pc),
-                    "front end: a cached pointer that is no object start");
-    CIDMALLOC_CHECK(cls == 0 || central::TagNode(tag) == node,
-                    "front end: a cached object of another node");
-    w = rseq::Stack::Link(reinterpret_cast<void*>(p));
-  }
-  CIDMALLOC_CHECK(w == 0, "front end: a stack's bottom link is not 0");
+  const char* bad =
+      StackOf(slab, offset)->CheckHeld(max, [&](void* item) -> const char* {
+        const uintptr_t p = reinterpret_cast<uintptr_t>(item);
+        const uint32_t tag = page_heap::LookupSpanTag(p);
+        const int pc = central::TagClass(tag);
+        if (pc == 0 || (cls != 0 && pc != cls)) {
+          return "front end: a cached pointer that is no object of the "
+                 "stack's class";
+        }
+        if (!central::IsObjectStart(p, pc)) {
+          return "front end: a cached pointer that is no object start";
+        }
+        if (cls != 0 && central::TagNode(tag) != node) {
+          return "front end: a cached object of another node";
+        }
+        return nullptr;
+      });
+  CIDMALLOC_CHECK(bad == nullptr, bad);
 }
 }  // namespace
 

@@ -59,11 +59,10 @@ constexpr SlabLayout MakeLayout() {
   uint32_t at = kHeaderBytes;
   for (int c = 1; c < central::kNumClasses; ++c) {
     l.offset[c] = at;
-    at += static_cast<uint32_t>(
-        sizeof(rseq::Stack));
+    at += sizeof(rseq::Stack);
   }
   l.remote_offset = at;
-  at += static_cast<uint32_t>(sizeof(rseq::Stack));
+  at += sizeof(rseq::Stack);
   l.bytes = (at + 63) & ~63u;
   return l;
 }
@@ -114,10 +113,6 @@ struct SlabHeader {
   std::atomic<int64_t> extra_bytes;
   std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
   std::atomic<uint16_t> misses[central::kNumClasses];
-  // The highest capacity each class's stack ever had; 0 while the class's
-  // stack was never written (the slab-bytes statistic counts touched
-  // pages).
-  std::atomic<uint16_t> peak_capacity[central::kNumClasses];
 };
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 

@@ -89,7 +89,7 @@ TEST(FrontEndInvariantsDeathTest, AbortOnALinkOverwrittenAfterFree) {
   uint64_t& link = *reinterpret_cast<uint64_t*>(b_bits);
   const uint64_t saved = link;
   link = 0x5eed;  // A use after free writes the object's first word.
-  EXPECT_DEATH(fe::CheckInvariants(), "front end: ");
+  EXPECT_DEATH(fe::CheckInvariants(), "stack: a link's count is not one less");
   link = saved;
   fe::CheckInvariants();
 }

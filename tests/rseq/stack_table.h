@@ -140,25 +140,11 @@ class StackTable {
   // Empty string if the stack of `id` is a well-formed chain of at most
   // capacity() items.  Only while no operation runs on it.
   std::string CheckChain(uint32_t id) const {
-    const std::string who = "id " + std::to_string(id) + ": ";
-    uint64_t w = stack(id)->top;
-    const uint32_t n = rs::Stack::CountOf(w);
-    if (n > capacity_) {
-      return who + "count " + std::to_string(n) + " exceeds the capacity " +
-             std::to_string(capacity_);
-    }
-    for (uint32_t k = n; k > 0; --k) {
-      if (rs::Stack::CountOf(w) != k) {
-        return who + "a link's count is " +
-               std::to_string(rs::Stack::CountOf(w)) + ", expected " +
-               std::to_string(k);
-      }
-      void* p = rs::Stack::ItemOf(w);
-      if (IndexOf(p) == 0) return who + "a link points outside the items";
-      w = rs::Stack::Link(p);
-    }
-    if (w != 0) return who + "the bottom item's link is not 0";
-    return "";
+    const char* bad =
+        stack(id)->CheckHeld(capacity_, [](void* p) -> const char* {
+          return IndexOf(p) == 0 ? "a link points outside the items" : nullptr;
+        });
+    return bad == nullptr ? "" : "id " + std::to_string(id) + ": " + bad;
   }
 
   // Appends the items of every stack, bottom first.  Only while no
