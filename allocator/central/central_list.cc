@@ -51,6 +51,8 @@ struct alignas(64) CentralList {
   uint64_t total_objects = 0;
   void** transfer = nullptr;   // kTransferSlots slots, allocated on first use.
   uint32_t transfer_count = 0;
+  uint32_t removals = 0;       // RemoveBatch calls, ever (wrapping).
+  uint32_t removals_seen = 0;  // `removals` at the last ReleaseIdleLists.
 };
 
 struct SpanTags {
@@ -178,6 +180,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
   const uint32_t size = Class(cls).size;
   uint32_t got = 0;
   os::SpinLockHolder h(&l->lock);
+  ++l->removals;
   // The most recently flushed objects first, without touching them.
   while (got < n && l->transfer_count > 0) {
     out[got++] = l->transfer[--l->transfer_count];
@@ -273,10 +276,12 @@ void FlushTransferLocked(CentralList* l, int cls) {
 
 }  // namespace
 
-void InsertBatch(int cls, void* const* objs, uint32_t n) {
+void InsertBatch(int cls, void* const* objs, uint32_t n, Via via) {
   if (n == 0) return;
-  const int node = NodeOfAll(objs, n);
-  if (node >= 0 && TryTransferIn(node, cls, objs, n)) return;
+  if (via == Via::kTransferCache) {
+    const int node = NodeOfAll(objs, n);
+    if (node >= 0 && TryTransferIn(node, cls, objs, n)) return;
+  }
   CentralList* held = nullptr;
   for (uint32_t i = 0; i < n; ++i) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(objs[i]);
@@ -293,19 +298,48 @@ void InsertBatch(int cls, void* const* objs, uint32_t n) {
   if (held != nullptr) held->lock.Unlock();
 }
 
+namespace {
+
+// Empties l's transfer cache into the spans and gives every span with no
+// object in use back to the page heap.  Called with l->lock held.
+void ReleaseListLocked(CentralList* l, int cls) {
+  FlushTransferLocked(l, cls);
+  for (Span* s = l->partial; s != nullptr;) {
+    Span* next = s->next;
+    if (s->in_use == 0) Release(l, s);
+    s = next;
+  }
+}
+
+}  // namespace
+
 void ReleaseEmptySpans() {
   for (int node = 0; node < os::NumNodes(); ++node) {
     for (int cls = 1; cls < kNumClasses; ++cls) {
       CentralList* l = &g_lists[node][cls];
       os::SpinLockHolder h(&l->lock);
-      FlushTransferLocked(l, cls);
-      for (Span* s = l->partial; s != nullptr;) {
-        Span* next = s->next;
-        if (s->in_use == 0) Release(l, s);
-        s = next;
-      }
+      ReleaseListLocked(l, cls);
     }
   }
+}
+
+uint32_t ReleaseIdleLists() {
+  uint32_t released = 0;
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (int cls = 1; cls < kNumClasses; ++cls) {
+      CentralList* l = &g_lists[node][cls];
+      os::SpinLockHolder h(&l->lock);
+      if (l->removals != l->removals_seen) {
+        l->removals_seen = l->removals;
+        continue;
+      }
+      if (l->transfer_count == 0 && l->spans == 0) continue;
+      const uint64_t spans = l->spans;
+      ReleaseListLocked(l, cls);
+      released += static_cast<uint32_t>(spans - l->spans);
+    }
+  }
+  return released;
 }
 
 void GetClassStats(int node, int cls, ClassStats* out) {

@@ -56,13 +56,29 @@ void SetTagPayloads(const uint32_t (&payload)[kNumClasses]);
 // Returns how many (0 with errno ENOMEM when no memory can be had).
 uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n);
 
+// Where InsertBatch puts the objects.
+enum class Via : uint8_t {
+  kTransferCache,  // The list's transfer cache, where they fit: the next
+                   // refill takes them without touching them.
+  kSpans,          // Their spans, which may then be empty and go back to
+                   // the page heap: objects nobody is expected to want soon
+                   // (an idle cache's).
+};
 // Returns objects of class `cls` to their spans (each to its own node's
-// list).  Aborts with a message on a double free it can prove.
-void InsertBatch(int cls, void* const* objs, uint32_t n);
+// list), or to the transfer cache.  Aborts with a message on a double free
+// it can prove.
+void InsertBatch(int cls, void* const* objs, uint32_t n,
+                 Via via = Via::kTransferCache);
 
 // Gives every span with no object in use back to the page heap, including
 // the one each list otherwise keeps (malloc_trim).
 void ReleaseEmptySpans();
+// The same for each list that no refill took objects from since the last
+// call (the front end's idle scan, once per CIDMALLOC_CACHE_IDLE_MS): its
+// transfer cache goes back to the spans, each object of which pins its
+// span, and then its empty spans to the page heap.  Returns the number of
+// spans given back.
+uint32_t ReleaseIdleLists();
 
 struct ClassStats {
   uint64_t spans;          // Spans owned by the list.

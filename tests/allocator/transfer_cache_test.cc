@@ -7,6 +7,8 @@
 // batches they go back to their spans (threaded through their first word);
 // malloc_trim empties it so that empty spans can go back to the page heap.
 // The class used (objects of 20000 bytes) is one nothing else here uses.
+// Objects of an idle cache go to their spans instead, and a list nobody
+// refilled from for an interval lets its spans go (ReleaseIdleLists).
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +69,52 @@ TEST(TransferCache, KeepsWholeBatchesUntouchedAndTrimEmptiesIt) {
   c::GetClassStats(0, cls, &after);
   EXPECT_EQ(after.spans, 0u);
   EXPECT_EQ(after.free_objects, 0u);
+}
+
+// Objects of an idle cache skip the transfer cache (Via::kSpans), so that
+// their spans can empty; ReleaseIdleLists gives back the empty span a list
+// keeps, but only once no refill took from the list for a whole interval
+// (two calls).  Objects of 30000 bytes: a class nothing else here uses.
+TEST(TransferCache, IdleObjectsGoToTheirSpansAndIdleListsLetGo) {
+  free(malloc(16));  // Initialises the allocator.
+  const int cls = c::ClassOf(30000);
+  ASSERT_NE(cls, c::ClassOf(20000));
+  const uint32_t batch = c::Class(cls).batch;
+  c::ClassStats before;
+  c::GetClassStats(0, cls, &before);
+  ASSERT_EQ(before.spans, 0u) << "the class is in use elsewhere";
+
+  std::vector<void*> objs(batch);
+  ASSERT_EQ(c::RemoveBatch(0, cls, objs.data(), batch), batch);
+  for (uint32_t i = 0; i < batch; ++i) Word0(objs[i]) = 0x1d1e0000 + i;
+  c::InsertBatch(cls, objs.data(), batch, c::Via::kSpans);
+  for (uint32_t i = 0; i < batch; ++i) {
+    EXPECT_NE(Word0(objs[i]), 0x1d1e0000 + i)
+        << "object " << i << " not on its span's free list";
+  }
+  c::CheckInvariants();
+  c::ClassStats mid;
+  c::GetClassStats(0, cls, &mid);
+  // The span is empty, and the list keeps it (the only one it has).
+  EXPECT_EQ(mid.spans, 1u);
+  EXPECT_EQ(mid.free_objects, mid.total_objects);
+
+  // The first call sees the refill above and only notes it; the second
+  // finds the list idle and lets its empty span go.
+  c::ReleaseIdleLists();
+  c::ReleaseIdleLists();
+  c::CheckInvariants();
+  c::ClassStats after;
+  c::GetClassStats(0, cls, &after);
+  EXPECT_EQ(after.spans, 0u);
+  EXPECT_EQ(after.free_objects, 0u);
+
+  // A list that is refilled from keeps its span.
+  ASSERT_EQ(c::RemoveBatch(0, cls, objs.data(), batch), batch);
+  c::InsertBatch(cls, objs.data(), batch, c::Via::kSpans);
+  c::ReleaseIdleLists();
+  c::GetClassStats(0, cls, &after);
+  EXPECT_EQ(after.spans, 1u) << "a list refilled from since the last call";
 }
 
 }  // namespace
