@@ -284,16 +284,28 @@ bool Fence() {
   return r == 0;
 }
 
-bool QuiesceId(uint32_t id) {
+namespace {
+
+enum class LockWaits : uint8_t { kWait, kTry };
+
+bool Quiesce(uint32_t id, LockWaits waits) {
   EnsureInit();
   if (id >= g_process.num_rseq_ids) {
     const uint32_t index = id - g_process.num_rseq_ids;
-    if (!SoftLockExclusive(index)) return false;
+    const bool locked = waits == LockWaits::kWait
+                            ? SoftLockExclusive(index)
+                            : SoftTryLockExclusive(index);
+    if (!locked) return false;
     SoftUnlock(index);
     return true;
   }
   return Fence();
 }
+
+}  // namespace
+
+bool QuiesceId(uint32_t id) { return Quiesce(id, LockWaits::kWait); }
+bool TryQuiesceId(uint32_t id) { return Quiesce(id, LockWaits::kTry); }
 
 void IdChangedInCriticalSection() {
   static const char kMsg[] =

@@ -165,6 +165,13 @@ bool SoftLockExclusive(uint32_t index) {
   return false;
 }
 
+bool SoftTryLockExclusive(uint32_t index) {
+  if (!SoftTryLock(index)) return false;
+  if (WaitForOwner(index)) return true;
+  SoftUnlock(index);
+  return false;
+}
+
 void InitSoftIds(bool owner_protocol_wanted) {
   g_exit_key_ok = pthread_key_create(&g_exit_key, ReleaseOnExit) == 0;
   g_soft_owner_protocol =

@@ -15,6 +15,7 @@
 #include "allocator/central/central_list.h"
 #include "allocator/os/check.h"
 #include "allocator/os/config.h"
+#include "allocator/os/spinlock.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/page_heap.h"
 #include "rseq/raw_io.h"
@@ -46,6 +47,7 @@ void ForkChild() {
   page_heap::ForkChild();
   central::ForkChild();
   front_end::ForkChild();
+  os::ForgetSpinLocksAfterFork();
 }
 
 // The cookie's secret, bits 8-63 (g_state's low byte holds the flags).

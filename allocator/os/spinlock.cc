@@ -5,6 +5,8 @@
 
 namespace cidmalloc::os {
 
+__thread uint32_t t_spinlocks_held = 0;
+
 void SpinLock::LockSlow() {
   for (int spins = 0;; ++spins) {
     if (state_.load(std::memory_order_relaxed) == 0 &&

@@ -13,22 +13,39 @@
 
 namespace cidmalloc::os {
 
+// How many SpinLocks the calling thread holds.  Work that is optional and
+// takes other locks (the front end's idle scan) does not run where it is
+// not 0: there it would be a signal handler's allocation that interrupted
+// this thread inside the allocator, and could wait forever for a lock its
+// own thread holds.  Only this thread reads or writes it.
+extern __thread uint32_t t_spinlocks_held
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+// A fork child's only thread holds nothing once every lock is reset.
+inline void ForgetSpinLocksAfterFork() { t_spinlocks_held = 0; }
+
 class SpinLock {
  public:
   void Lock() {
     // Acquire pairs with the release in Unlock(): everything the previous
     // holder wrote under the lock is visible to the next one.
     if (__builtin_expect(
-            state_.exchange(1, std::memory_order_acquire) == 0, 1)) {
-      return;
+            state_.exchange(1, std::memory_order_acquire) != 0, 0)) {
+      LockSlow();
     }
-    LockSlow();
+    ++t_spinlocks_held;
   }
   bool TryLock() {
-    return state_.load(std::memory_order_relaxed) == 0 &&
-           state_.exchange(1, std::memory_order_acquire) == 0;
+    if (state_.load(std::memory_order_relaxed) != 0 ||
+        state_.exchange(1, std::memory_order_acquire) != 0) {
+      return false;
+    }
+    ++t_spinlocks_held;
+    return true;
   }
-  void Unlock() { state_.store(0, std::memory_order_release); }
+  void Unlock() {
+    --t_spinlocks_held;
+    state_.store(0, std::memory_order_release);
+  }
   bool IsHeld() const { return state_.load(std::memory_order_relaxed) != 0; }
   // For a fork child, where the holder no longer exists.
   void ResetAfterFork() { state_.store(0, std::memory_order_relaxed); }
