@@ -36,6 +36,10 @@ struct cidmalloc_stats {
   unsigned long long node_free[CIDMALLOC_MAX_NODES];
   unsigned long long node_released[CIDMALLOC_MAX_NODES];
   unsigned long long node_bind_failures[CIDMALLOC_MAX_NODES];
+  /* Added after the fields above (a program built against the older,
+   * shorter struct must be rebuilt: cidmalloc_get_stats fills all of it). */
+  unsigned long long idle_drains;   /* caches drained after going idle
+                                       (CIDMALLOC_CACHE_IDLE_MS) */
 };
 
 /* Fills *out; returns 0.  Does not allocate. */

@@ -149,6 +149,7 @@ extern "C" __attribute__((visibility("default"))) int cidmalloc_get_stats(struct
   out->max_slab_id = fs.max_id;
   out->slab_bytes = fs.slab_bytes;
   out->cached_bytes = fs.cached_bytes;
+  out->idle_drains = fs.idle_drains;
   out->meta_bytes = page_heap::MetaBytesMapped();
   out->counting = api::g_counting ? 1 : 0;
   out->mallocs = api::Sum(&IdCounters::mallocs);
@@ -189,6 +190,7 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
     cidmalloc::api::MiB(b, s.slab_bytes);
     b.Str(", cached objects ");
     cidmalloc::api::MiB(b, s.cached_bytes);
+    b.Str(", idle caches drained ").Udec(s.idle_drains);
     b.Ch('\n');
     b.WriteTo(fd);
   }

@@ -3,7 +3,9 @@
 #include <errno.h>
 
 #include "allocator/central/central_list.h"
+#include "allocator/front_end/slab_store.h"
 #include "allocator/os/check.h"
+#include "allocator/os/os.h"
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
 #include "allocator/page_heap/meta_arena.h"
@@ -13,28 +15,23 @@ namespace cidmalloc::front_end {
 
 void* g_slabs[kSlabTableIds];
 
+namespace internal {
+
+const os::Config* g_config = nullptr;
+constinit os::SpinLock g_lock;
+void* g_store[kMaxIds];
+uint64_t g_idle_drains = 0;
+
+}  // namespace internal
+
 namespace {
 
 using central::Class;
 using central::kNumClasses;
+using namespace internal;  // NOLINT: this file is the store's other half.
 
-const os::Config* g_config = nullptr;
-
-// g_lock guards slab creation and g_store; g_store[id] owns the slab of id
-// whether or not it is currently published in g_slabs.
-constinit os::SpinLock g_lock;
-void* g_store[kMaxIds];
-uint32_t g_num_slabs = 0;
-uint32_t g_max_id = 0;
-
-rseq::Stack* StackOf(void* slab, uint32_t offset) {
-  return reinterpret_cast<rseq::Stack*>(static_cast<char*>(slab) + offset);
-}
-SlabHeader* HeaderOf(void* slab) { return static_cast<SlabHeader*>(slab); }
-
-void* Published(uint32_t id) {
-  return __atomic_load_n(&g_slabs[id], __ATOMIC_ACQUIRE);
-}
+uint32_t g_num_slabs = 0;  // Under g_lock.
+uint32_t g_max_id = 0;     // Under g_lock.
 
 // The node of every object in the slab of `id`, or -1 where it follows
 // the threads (raw cids, soft IDs).
@@ -80,10 +77,10 @@ void* SlabOf(uint32_t id) {
 void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
 
 // The 4 KiB pages of `slab` that may have been written: its header, its
-// remote stack, and the stack of each class that has a capacity: a stack
-// is written only once it has one, and a sweep leaves at least a batch
-// (unless the thread moved to another ID during it, which can shrink that
-// ID's stack to 0: then its 16 bytes are not counted).
+// remote stack, and the stack of each class ever granted a capacity (a
+// stack is written only once it has one): marked in used_classes by the
+// grant, or, where the thread moved to this ID between reading its ID and
+// the grant, seen as a capacity now.
 uint64_t TouchedBytes(void* slab) {
   constexpr uint32_t kPage = 4096;
   constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;
@@ -96,9 +93,12 @@ uint64_t TouchedBytes(void* slab) {
   };
   mark(0, kHeaderBytes);
   mark(kLayout.remote_offset, sizeof(rseq::Stack));
+  const SlabHeader* hdr = HeaderOf(slab);
   for (int c = 1; c < kNumClasses; ++c) {
     const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
-    if (__atomic_load_n(&s->capacity, __ATOMIC_RELAXED) != 0) {
+    if ((hdr->used_classes[c / 64].load(std::memory_order_relaxed) >>
+             (c % 64) & 1) != 0 ||
+        __atomic_load_n(&s->capacity, __ATOMIC_RELAXED) != 0) {
       mark(kLayout.offset[c], sizeof(rseq::Stack));
     }
   }
@@ -117,13 +117,17 @@ bool TryGrow(void* slab, int cls) {
   if (before >= c.max_capacity) return false;
   SlabHeader* hdr = HeaderOf(slab);
   if (before < c.batch) {
+    hdr->used_classes[cls / 64].fetch_or(uint64_t{1} << (cls % 64),
+                                         std::memory_order_relaxed);
     const int64_t first = rseq::AdjustCapacity(
         g_slabs, kLayout.offset[cls], static_cast<int32_t>(c.batch - before),
         c.max_capacity);
     return first > static_cast<int64_t>(before);
   }
   const int64_t grant = int64_t{c.batch} * c.size;
-  if (hdr->extra_bytes.load(std::memory_order_relaxed) + grant >
+  // A hint that races can push below 0 (DrainUnpublished): taken as 0.
+  const int64_t extra = hdr->extra_bytes.load(std::memory_order_relaxed);
+  if ((extra > 0 ? extra : 0) + grant >
       static_cast<int64_t>(g_config->cache_bytes)) {
     return false;
   }
@@ -135,9 +139,119 @@ bool TryGrow(void* slab, int cls) {
   return true;
 }
 
+// Empties the current ID's stack of `cls` down to `keep` objects.
+void FlushClass(int cls, uint32_t keep,
+                central::Via via = central::Via::kTransferCache) {
+  void* buf[256];
+  const uint32_t off = kLayout.offset[cls];
+  for (;;) {
+    void* slab = Published(rseq::CurrentId());
+    if (slab == nullptr) return;
+    const uint32_t count = StackOf(slab, off)->Count();
+    if (count <= keep) return;
+    const uint32_t want = count - keep < 256 ? count - keep : 256;
+    const uint32_t n = rseq::PopBatch(g_slabs, off, buf, want);
+    if (n == 0) return;
+    central::InsertBatch(cls, buf, n, via);
+  }
+}
+
+// Empties the current ID's stacks (its objects belong to another node now).
+void FlushCurrent() {
+  for (int c = 1; c < kNumClasses; ++c) FlushClass(c, 0);
+  void* buf[kRemoteCapacity];
+  const uint32_t n =
+      rseq::PopBatch(g_slabs, kLayout.remote_offset, buf, kRemoteCapacity);
+  InsertMixed(buf, n);
+}
+
+// A miss of class `cls` on `slab` (an empty stack on malloc, a full one
+// on free), for both kinds of sweep.  Hints: a load and a store each, no
+// read-modify-write, as a count lost to a race only delays a shrink; they
+// saturate rather than wrap to 0.
+void NoteMiss(SlabHeader* hdr, int cls) {
+  const auto bump = [](std::atomic<uint16_t>& m) {
+    const uint16_t v = m.load(std::memory_order_relaxed);
+    if (v != UINT16_MAX) m.store(v + 1, std::memory_order_relaxed);
+  };
+  bump(hdr->misses[cls]);
+  bump(hdr->period_misses[cls]);
+}
+
+// Shrinks the current ID's capacity for `cls` from `cap` to `to` and
+// flushes the stack down to it; the capacity beyond the class's first batch
+// goes back to the slab's budget.
+void ShrinkClass(SlabHeader* hdr, int cls, uint32_t cap, uint32_t to,
+                 central::Via via) {
+  const central::SizeClassInfo& c = Class(cls);
+  const int64_t now = rseq::AdjustCapacity(
+      g_slabs, kLayout.offset[cls],
+      static_cast<int32_t>(to) - static_cast<int32_t>(cap), c.max_capacity);
+  if (now < 0) return;  // The thread's ID has no slab now.
+  const auto beyond_batch = [&c](int64_t capacity) {
+    return capacity > c.batch ? capacity - c.batch : 0;
+  };
+  const int64_t shrunk = (beyond_batch(cap) - beyond_batch(now)) * c.size;
+  if (shrunk > 0) hdr->extra_bytes.fetch_sub(shrunk, std::memory_order_relaxed);
+  FlushClass(cls, static_cast<uint32_t>(now), via);
+}
+
+// The two sweeps of the current ID's slab.
+enum class Sweep : uint8_t {
+  kEvents,  // Every kSweepEvents slow-path events: classes that did not
+            // miss since the last such sweep lose a batch of capacity,
+            // down to one batch.
+  kPeriod,  // At most once per CIDMALLOC_CACHE_IDLE_MS: classes that did
+            // not miss for a whole period are emptied (capacity 0), so
+            // that a busy ID does not keep the objects of classes it
+            // stopped using, and their spans, for good.
+};
+
+void SweepSlab(void* slab, Sweep kind) {
+  SlabHeader* hdr = HeaderOf(slab);
+  for (int c = 1; c < kNumClasses; ++c) {
+    std::atomic<uint16_t>& missed =
+        kind == Sweep::kEvents ? hdr->misses[c] : hdr->period_misses[c];
+    if (missed.exchange(0, std::memory_order_relaxed) != 0) continue;
+    const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
+    const uint32_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
+    const uint32_t batch = Class(c).batch;
+    if (kind == Sweep::kEvents && cap > batch) {
+      ShrinkClass(hdr, c, cap, cap - batch, central::Via::kTransferCache);
+    } else if (kind == Sweep::kPeriod && cap != 0) {
+      ShrinkClass(hdr, c, cap, 0, central::Via::kSpans);
+    }
+  }
+}
+
+// Counts a slow-path event of `slab` and runs what is due: the idle scan of
+// every slab, and this slab's sweeps.
+void MaybeSweep(void* slab) {
+  static_assert((kSweepEvents & (kSweepEvents - 1)) == 0,
+                "events wraps around at a multiple of kSweepEvents");
+  SlabHeader* hdr = HeaderOf(slab);
+  const uint32_t events = hdr->events.load(std::memory_order_relaxed) + 1;
+  hdr->events.store(events, std::memory_order_relaxed);
+  if (const uint32_t period = g_config->cache_idle_ms) {
+    const uint64_t now = os::MonotonicMs();
+    MaybeDrainIdle(now);
+    const uint64_t due = hdr->next_period_sweep_ms.load(std::memory_order_relaxed);
+    if (now >= due && now != 0) {
+      hdr->next_period_sweep_ms.store(now + period, std::memory_order_relaxed);
+      // The first one only starts the period.
+      if (due != 0) SweepSlab(slab, Sweep::kPeriod);
+    }
+  }
+  if (events % kSweepEvents == 0) SweepSlab(slab, Sweep::kEvents);
+}
+
+}  // namespace
+
+namespace internal {
+
 // Sends objects of mixed classes home, grouped by class: each object's
 // class is looked up once, then one pass per class present.
-void InsertMixed(void** objs, uint32_t n) {
+void InsertMixed(void** objs, uint32_t n, central::Via via) {
   constexpr uint8_t kSent = 0xff;  // Not a class (kNumClasses < 0xff).
   static_assert(kNumClasses < kSent);
   void* group[kRemoteCapacity];
@@ -160,7 +274,7 @@ void InsertMixed(void** objs, uint32_t n) {
         group[g++] = objs[i];
         cls_of[i] = kSent;
       }
-      central::InsertBatch(cls, group, g);
+      central::InsertBatch(cls, group, g, via);
       left -= g;
     }
     objs += m;
@@ -168,68 +282,7 @@ void InsertMixed(void** objs, uint32_t n) {
   }
 }
 
-// Empties the current ID's stack of `cls` down to `keep` objects.
-void FlushClass(int cls, uint32_t keep) {
-  void* buf[256];
-  const uint32_t off = kLayout.offset[cls];
-  for (;;) {
-    void* slab = Published(rseq::CurrentId());
-    if (slab == nullptr) return;
-    const uint32_t count = StackOf(slab, off)->Count();
-    if (count <= keep) return;
-    const uint32_t want = count - keep < 256 ? count - keep : 256;
-    const uint32_t n = rseq::PopBatch(g_slabs, off, buf, want);
-    if (n == 0) return;
-    central::InsertBatch(cls, buf, n);
-  }
-}
-
-// Empties the current ID's stacks (its objects belong to another node now).
-void FlushCurrent() {
-  for (int c = 1; c < kNumClasses; ++c) FlushClass(c, 0);
-  void* buf[kRemoteCapacity];
-  const uint32_t n =
-      rseq::PopBatch(g_slabs, kLayout.remote_offset, buf, kRemoteCapacity);
-  InsertMixed(buf, n);
-}
-
-// Shrinks classes that did not miss since the last sweep.
-void MaybeSweep(void* slab) {
-  SlabHeader* hdr = HeaderOf(slab);
-  if (hdr->events.fetch_add(1, std::memory_order_relaxed) + 1 < kSweepEvents) {
-    return;
-  }
-  hdr->events.store(0, std::memory_order_relaxed);
-  for (int c = 1; c < kNumClasses; ++c) {
-    if (hdr->misses[c].exchange(0, std::memory_order_relaxed) != 0) continue;
-    const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
-    const uint32_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
-    if (cap <= Class(c).batch) continue;
-    const int64_t now = rseq::AdjustCapacity(g_slabs, kLayout.offset[c],
-                                             -static_cast<int32_t>(Class(c).batch),
-                                             Class(c).max_capacity);
-    if (now < 0) continue;
-    const int64_t shrunk = (int64_t{cap} - now) * Class(c).size;
-    if (shrunk > 0) hdr->extra_bytes.fetch_sub(shrunk, std::memory_order_relaxed);
-    FlushClass(c, static_cast<uint32_t>(now));
-  }
-}
-
-// Drains a slab nobody can reach (unpublished and quiesced).
-void DrainUnpublished(void* slab) {
-  for (int c = 1; c < kNumClasses; ++c) {
-    rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
-    void* buf[256];
-    while (const uint32_t n = s->PopHeldUpTo(buf, 256)) {
-      central::InsertBatch(c, buf, n);
-    }
-  }
-  rseq::Stack* r = StackOf(slab, kLayout.remote_offset);
-  void* rbuf[kRemoteCapacity];
-  InsertMixed(rbuf, r->PopHeldUpTo(rbuf, kRemoteCapacity));
-}
-
-}  // namespace
+}  // namespace internal
 
 void Init(const os::Config* config) {
   g_config = config;
@@ -260,7 +313,7 @@ void* AllocSlow(int cls) {
       hdr->node.store(node, std::memory_order_relaxed);
     }
   }
-  hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
+  NoteMiss(hdr, cls);
   TryGrow(slab, cls);
   void* buf[central::kMaxBatch];
   const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
@@ -290,7 +343,7 @@ void FreeSlow(int cls, void* p, int node) {
     void* slab = CurrentSlab();
     if (slab == nullptr) break;
     SlabHeader* hdr = HeaderOf(slab);
-    hdr->misses[cls].fetch_add(1, std::memory_order_relaxed);
+    NoteMiss(hdr, cls);
     MaybeSweep(slab);
     if (TryGrow(slab, cls)) continue;
     // Full: send a batch home, then retry.
@@ -311,47 +364,6 @@ void FreeRemote(void* p) {
     InsertMixed(buf, n);
   }
   InsertMixed(&p, 1);
-}
-
-void DrainAll() {
-  // Unpublish every slab, wait until no critical section can still be using
-  // one, drain, and publish them again.  Slab creation is blocked meanwhile.
-  os::SpinLockHolder h(&g_lock);
-  bool any_rseq = false;
-  // A soft ID that cannot be quiesced: the caller's own, when malloc_trim
-  // runs in a signal handler that interrupted the thread's operation on it.
-  uint32_t busy_soft_id = ~0u;
-  for (uint32_t id = 0; id < kMaxIds; ++id) {
-    if (g_store[id] == nullptr) continue;
-    __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
-    if (id < rseq::NumRseqIds()) {
-      any_rseq = true;
-    } else if (!rseq::QuiesceId(id)) {
-      busy_soft_id = id;
-    }
-  }
-  // A failed fence (kernel < 5.10) leaves the rseq IDs' slabs undrained.
-  const bool fenced = any_rseq && rseq::Fence();
-  for (uint32_t id = 0; id < kMaxIds; ++id) {
-    void* slab = g_store[id];
-    if (slab == nullptr) continue;
-    if (id >= rseq::NumRseqIds() ? id != busy_soft_id : fenced) {
-      DrainUnpublished(slab);
-    }
-    __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
-  }
-}
-
-void OnSoftIdExit(uint32_t id) {
-  if (id >= kMaxIds) return;
-  os::SpinLockHolder h(&g_lock);
-  void* slab = g_store[id];
-  if (slab == nullptr) return;
-  __atomic_store_n(&g_slabs[id], nullptr, __ATOMIC_RELAXED);
-  // The exiting thread is not inside an operation, so its own ID can
-  // always be quiesced; a shared ID waits for its lock.
-  if (rseq::QuiesceId(id)) DrainUnpublished(slab);
-  __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
 }
 
 void ForkPrepare() { g_lock.Lock(); }
@@ -402,6 +414,7 @@ void GetStats(Stats* out) {
   out->max_id = g_max_id;
   out->slab_bytes = 0;
   out->cached_bytes = 0;
+  out->idle_drains = g_idle_drains;
   for (uint32_t id = 0; id < kMaxIds; ++id) {
     void* slab = g_store[id];
     if (slab == nullptr) continue;

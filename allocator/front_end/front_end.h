@@ -25,9 +25,23 @@
 // kSweepEvents slow-path events, classes that did not miss shrink by a
 // batch and give the excess back.
 //
-// Another ID's slab (malloc_trim, a soft ID's thread exit) is drained by
-// unpublishing it from g_slabs, rseq::QuiesceId / Fence, draining, and
-// publishing it again (see rseq/rseq.h).
+// Every CIDMALLOC_CACHE_IDLE_MS (at a slow path of the slab), classes
+// that did not miss for the whole period are emptied and their capacity
+// goes back to 0, so that a busy ID does not keep the objects of classes it
+// stopped using: each one pins its span.
+//
+// Idle slabs: a slab's sweeps only run on its own slow paths, so the cache
+// of an ID that nobody uses any more (its threads sleep, or exited and
+// left it to no one) would keep its objects, and their spans, for good.
+// Every CIDMALLOC_CACHE_IDLE_MS, the first slow path on any ID scans the
+// slabs; one with no slow-path event since the previous scan is drained
+// like malloc_trim's (below) and its classes shrink back to one batch.
+// The objects of both go straight to their spans, not to the transfer
+// caches.
+//
+// Another ID's slab (malloc_trim, a soft ID's thread exit, the idle scan;
+// drain.cc) is drained by unpublishing it from g_slabs, rseq::Fence or
+// QuiesceId, draining, and publishing it again (see rseq/rseq.h).
 #ifndef CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
 #define CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
 
@@ -99,9 +113,11 @@ inline uint32_t MidStackOffsetOf(size_t size) {
   return kOffsetIndex.large[(size + 127) >> 7];
 }
 
-// Slow-path bookkeeping of one slab.  Every field is a hint updated with
-// relaxed atomics by whichever thread runs a slow path on the slab's ID;
-// nothing's correctness depends on them.
+// Slow-path bookkeeping of one slab.  The atomic fields are hints updated
+// with relaxed atomics by whichever thread runs a slow path on the slab's
+// ID, and by an idle drain (capacity and extra_bytes); nothing's
+// correctness depends on them.  events_seen and picked are plain fields
+// under front_end.cc's g_lock.
 struct SlabHeader {
   // Node whose objects the slab caches: fixed for a cpu or a node-qualified
   // ID (rseq::NodeOfId); for a raw cid or a soft ID the node of the last
@@ -111,8 +127,22 @@ struct SlabHeader {
   // Capacity granted beyond each class's initial batch, in bytes of objects;
   // bounded by CIDMALLOC_CACHE_BYTES.
   std::atomic<int64_t> extra_bytes;
-  std::atomic<uint32_t> events;  // Slow-path events since the last sweep.
+  // Slow-path events (refills, full stacks) ever: a sweep every
+  // kSweepEvents of them, and a slab whose count did not move between two
+  // idle scans is idle (CIDMALLOC_CACHE_IDLE_MS).
+  std::atomic<uint32_t> events;
+  // Misses per class since the last sweep of each kind (front_end.cc,
+  // Sweep), and when the next period sweep is due (os::MonotonicMs).
   std::atomic<uint16_t> misses[central::kNumClasses];
+  std::atomic<uint16_t> period_misses[central::kNumClasses];
+  std::atomic<uint64_t> next_period_sweep_ms;
+  // Classes ever granted a capacity (bit c of word c / 64): their stacks
+  // have been written (Stats::slab_bytes).
+  std::atomic<uint64_t> used_classes[(central::kNumClasses + 63) / 64];
+  // Under front_end.cc's g_lock: `events` at the last idle scan, and
+  // whether the drain under way picked this slab.
+  uint32_t events_seen;
+  bool picked;
 };
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 
@@ -173,6 +203,10 @@ void FreeRemote(void* p);
 
 // Drains every slab into the central lists (malloc_trim).
 void DrainAll();
+// The idle scan (see "Idle slabs" above) if one is due at `now`
+// (os::MonotonicMs): called by every slow-path event.  Returns the number
+// of slabs it drained.
+uint32_t MaybeDrainIdle(uint64_t now);
 // rseq's soft-ID exit callback: the exiting thread's caches go back.
 void OnSoftIdExit(uint32_t id);
 
@@ -194,6 +228,7 @@ struct Stats {
                            // the remote stacks, and the stacks of classes
                            // ever used.
   uint64_t cached_bytes;   // Bytes of objects sitting in the caches.
+  uint64_t idle_drains;    // Slabs drained because they were idle.
 };
 void GetStats(Stats* out);
 

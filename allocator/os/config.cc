@@ -26,6 +26,10 @@ constexpr KnobInfo kKnobs[] = {
      "how each node's memory is bound to the node (mbind)"},
     {"CIDMALLOC_CACHE_BYTES", "bytes (k/M/G suffix)", "1M",
      "front-end cache capacity budget per cid (or cpu)"},
+    {"CIDMALLOC_CACHE_IDLE_MS", "milliseconds, 0-3600000", "1000",
+     "period after which a slow path drains the caches of IDs that missed "
+     "nothing, empties each slab's classes that did not miss, and returns "
+     "idle central lists' spans (0: never; malloc_trim drains every cache)"},
     {"CIDMALLOC_RELEASE_BYTES", "bytes (k/M/G suffix)", "32M",
      "free bytes a node keeps before returning memory to the OS"},
     {"CIDMALLOC_RELEASE_DELAY_MS", "milliseconds, 0-3600000", "1000",
@@ -40,7 +44,7 @@ constexpr KnobInfo kKnobs[] = {
      "print a summary on stderr at exit and count front-end hits"},
 };
 
-constexpr uint64_t kMaxReleaseDelayMs = 3600000;  // An hour.
+constexpr uint64_t kMaxDelayMs = 3600000;  // An hour.
 
 void Invalid(const char* name, const char* value) {
   RawBuffer b;
@@ -146,6 +150,14 @@ void LoadConfig(Config* c) {
       Invalid("CIDMALLOC_CACHE_BYTES", v);
     }
   }
+  if (const char* v = GetKnob("CIDMALLOC_CACHE_IDLE_MS")) {
+    uint64_t ms;
+    if (ParseUint(v, kMaxDelayMs, &ms)) {
+      c->cache_idle_ms = static_cast<uint32_t>(ms);
+    } else {
+      Invalid("CIDMALLOC_CACHE_IDLE_MS", v);
+    }
+  }
   if (const char* v = GetKnob("CIDMALLOC_RELEASE_BYTES")) {
     size_t bytes;
     if (ParseBytes(v, &bytes)) {
@@ -156,7 +168,7 @@ void LoadConfig(Config* c) {
   }
   if (const char* v = GetKnob("CIDMALLOC_RELEASE_DELAY_MS")) {
     uint64_t ms;
-    if (ParseUint(v, kMaxReleaseDelayMs, &ms)) {
+    if (ParseUint(v, kMaxDelayMs, &ms)) {
       c->release_delay_ms = static_cast<uint32_t>(ms);
     } else {
       Invalid("CIDMALLOC_RELEASE_DELAY_MS", v);

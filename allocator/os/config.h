@@ -20,6 +20,9 @@ struct Config {
   ReleaseMethod release_method = ReleaseMethod::kDontNeed;
   // Front-end cache budget of one ID (cid or cpu), in bytes of capacity.
   size_t cache_bytes = size_t{1} << 20;
+  // An ID's cache that ran no slow path for this long (between one and two
+  // of these periods) is drained by another ID's slow path; 0: never.
+  uint32_t cache_idle_ms = 1000;
   // Free, still-committed bytes a node's page heap keeps before it returns
   // memory to the OS.
   size_t release_threshold = size_t{32} << 20;

@@ -34,7 +34,8 @@ constexpr size_t kGiB = kMiB * 1024;
 
 const char* const kAllKnobs[] = {
     "CIDMALLOC_RSEQ_MODE",   "CIDMALLOC_RSEQ_NODE_IDS", "CIDMALLOC_NUMA_POLICY",
-    "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_RELEASE_BYTES",
+    "CIDMALLOC_CACHE_BYTES", "CIDMALLOC_CACHE_IDLE_MS",
+    "CIDMALLOC_RELEASE_BYTES",
     "CIDMALLOC_RELEASE_DELAY_MS", "CIDMALLOC_RELEASE_METHOD",
     "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS", "CIDMALLOC_RSEQ_SOFT",
 };
@@ -72,6 +73,7 @@ class ConfigTest : public testing::Test {
     EXPECT_EQ(c.numa_policy, d.numa_policy);
     EXPECT_EQ(c.release_method, d.release_method);
     EXPECT_EQ(c.cache_bytes, d.cache_bytes);
+    EXPECT_EQ(c.cache_idle_ms, d.cache_idle_ms);
     EXPECT_EQ(c.release_threshold, d.release_threshold);
     EXPECT_EQ(c.release_delay_ms, d.release_delay_ms);
     EXPECT_EQ(c.huge_pages, d.huge_pages);
@@ -164,20 +166,28 @@ TEST_F(ConfigTest, ByteKnobs) {
   }
 }
 
-TEST_F(ConfigTest, ReleaseDelay) {
-  Config c;
-  const std::pair<const char*, uint32_t> good[] = {
-      {"0", 0}, {"1", 1}, {"250", 250}, {"0010", 10}, {"3600000", 3600000}};
-  for (const auto& [text, ms] : good) {
-    EXPECT_EQ(Load("CIDMALLOC_RELEASE_DELAY_MS", text, &c), "") << text;
-    EXPECT_EQ(c.release_delay_ms, ms) << text;
-  }
-  for (const char* bad : {"", "-1", "+5", "1s", "1.5", " 1", "1 ", "0x10",
-                          "3600001", "99999999999999999999999"}) {
-    SCOPED_TRACE(bad);
-    ExpectWarning(Load("CIDMALLOC_RELEASE_DELAY_MS", bad, &c),
-                  "CIDMALLOC_RELEASE_DELAY_MS", bad);
-    ExpectDefaults(c);
+// The two millisecond knobs: the same syntax and bounds.
+TEST_F(ConfigTest, Milliseconds) {
+  struct Knob {
+    const char* name;
+    uint32_t Config::*field;
+  };
+  for (const Knob& k : {Knob{"CIDMALLOC_RELEASE_DELAY_MS", &Config::release_delay_ms},
+                        Knob{"CIDMALLOC_CACHE_IDLE_MS", &Config::cache_idle_ms}}) {
+    SCOPED_TRACE(k.name);
+    Config c;
+    const std::pair<const char*, uint32_t> good[] = {
+        {"0", 0}, {"1", 1}, {"250", 250}, {"0010", 10}, {"3600000", 3600000}};
+    for (const auto& [text, ms] : good) {
+      EXPECT_EQ(Load(k.name, text, &c), "") << text;
+      EXPECT_EQ(c.*k.field, ms) << text;
+    }
+    for (const char* bad : {"", "-1", "+5", "1s", "1.5", " 1", "1 ", "0x10",
+                            "3600001", "99999999999999999999999"}) {
+      SCOPED_TRACE(bad);
+      ExpectWarning(Load(k.name, bad, &c), k.name, bad);
+      ExpectDefaults(c);
+    }
   }
 }
 

@@ -1,0 +1,47 @@
+// allocator/front_end/slab_store.h: what front_end.cc (slabs, refills,
+// flushes, sweeps) and drain.cc (draining other IDs' slabs) share.  Not
+// part of the layer's interface: only those two files include it.
+#ifndef CIDMALLOC_ALLOCATOR_FRONT_END_SLAB_STORE_H_
+#define CIDMALLOC_ALLOCATOR_FRONT_END_SLAB_STORE_H_
+
+#include <stdint.h>
+
+#include "allocator/central/central_list.h"
+#include "allocator/front_end/front_end.h"
+#include "allocator/os/config.h"
+#include "allocator/os/spinlock.h"
+#include "rseq/rseq.h"
+
+namespace cidmalloc::front_end::internal {
+
+// Set once by Init(), before any allocation.
+extern const os::Config* g_config;
+
+// g_lock guards slab creation and g_store: g_store[id] owns the slab of id
+// whether or not it is published in g_slabs at the moment.  It also guards
+// the drains (DrainAll, MaybeDrainIdle, OnSoftIdExit), each header's
+// events_seen and picked, and g_idle_drains.
+extern os::SpinLock g_lock;
+extern void* g_store[kMaxIds];
+extern uint64_t g_idle_drains;
+
+inline rseq::Stack* StackOf(void* slab, uint32_t offset) {
+  return reinterpret_cast<rseq::Stack*>(static_cast<char*>(slab) + offset);
+}
+inline SlabHeader* HeaderOf(void* slab) {
+  return static_cast<SlabHeader*>(slab);
+}
+// Acquire: pairs with the release stores that publish a slab (EnsureSlab,
+// the drains), so that its initialised or drained stacks are seen.
+inline void* Published(uint32_t id) {
+  return __atomic_load_n(&g_slabs[id], __ATOMIC_ACQUIRE);
+}
+
+// Sends objects of mixed classes home (the remote stack's, a drained
+// slab's), grouped by class.
+void InsertMixed(void** objs, uint32_t n,
+                 central::Via via = central::Via::kTransferCache);
+
+}  // namespace cidmalloc::front_end::internal
+
+#endif  // CIDMALLOC_ALLOCATOR_FRONT_END_SLAB_STORE_H_
