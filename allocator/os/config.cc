@@ -120,6 +120,23 @@ bool ParseUint(const char* s, uint64_t max, uint64_t* out) {
   return true;
 }
 
+namespace {
+
+// A knob of milliseconds, 0 to kMaxDelayMs: sets *out if it is set and
+// valid, warns if it is set and invalid.
+void LoadMilliseconds(const char* name, uint32_t* out) {
+  const char* v = GetKnob(name);
+  if (v == nullptr) return;
+  uint64_t ms;
+  if (ParseUint(v, kMaxDelayMs, &ms)) {
+    *out = static_cast<uint32_t>(ms);
+  } else {
+    Invalid(name, v);
+  }
+}
+
+}  // namespace
+
 void LoadConfig(Config* c) {
   *c = Config();
   if (const char* v = GetKnob("CIDMALLOC_NUMA_POLICY")) {
@@ -150,14 +167,7 @@ void LoadConfig(Config* c) {
       Invalid("CIDMALLOC_CACHE_BYTES", v);
     }
   }
-  if (const char* v = GetKnob("CIDMALLOC_CACHE_IDLE_MS")) {
-    uint64_t ms;
-    if (ParseUint(v, kMaxDelayMs, &ms)) {
-      c->cache_idle_ms = static_cast<uint32_t>(ms);
-    } else {
-      Invalid("CIDMALLOC_CACHE_IDLE_MS", v);
-    }
-  }
+  LoadMilliseconds("CIDMALLOC_CACHE_IDLE_MS", &c->cache_idle_ms);
   if (const char* v = GetKnob("CIDMALLOC_RELEASE_BYTES")) {
     size_t bytes;
     if (ParseBytes(v, &bytes)) {
@@ -166,14 +176,7 @@ void LoadConfig(Config* c) {
       Invalid("CIDMALLOC_RELEASE_BYTES", v);
     }
   }
-  if (const char* v = GetKnob("CIDMALLOC_RELEASE_DELAY_MS")) {
-    uint64_t ms;
-    if (ParseUint(v, kMaxDelayMs, &ms)) {
-      c->release_delay_ms = static_cast<uint32_t>(ms);
-    } else {
-      Invalid("CIDMALLOC_RELEASE_DELAY_MS", v);
-    }
-  }
+  LoadMilliseconds("CIDMALLOC_RELEASE_DELAY_MS", &c->release_delay_ms);
   if (const char* v = GetKnob("CIDMALLOC_HUGE_PAGES")) {
     if (strcmp(v, "on") == 0) {
       c->huge_pages = true;
