@@ -439,9 +439,10 @@ bool Fence();
 // interrupted its operation on it (a signal handler; soft_ids.h).  A soft
 // ID whose owner runs without the lock costs a membarrier(2).
 bool QuiesceId(uint32_t id);
-// QuiesceId without waiting for a lock: also false if `id` is a soft ID
-// whose lock some thread holds (an operation under the lock protocol, a
-// drainer, or this thread itself, interrupted by a signal handler).
+// QuiesceId without waiting: also false if `id` is a soft ID whose lock
+// some thread holds (an operation under the lock protocol, a drainer, or
+// this thread itself, interrupted by a signal handler) or whose owner is
+// busy on it (after one membarrier(2)).
 bool TryQuiesceId(uint32_t id);
 
 }  // namespace cidmalloc::rseq

@@ -105,10 +105,14 @@ bool Membarrier(int cmd) {
   return r == 0;
 }
 
+// Whether WaitForOwner waits for a busy owner or gives up at once.
+enum class OwnerWait : uint8_t { kWait, kTry };
+
 // The locker's half of the owner protocol: with `index`'s lock held, waits
 // until its owner is not busy.  False if the owner is the calling thread,
-// busy on it (this call interrupted its own operation).
-bool WaitForOwner(uint32_t index) {
+// busy on it (this call interrupted its own operation), or (kTry) if the
+// owner is busy at all.
+bool WaitForOwner(uint32_t index, OwnerWait wait = OwnerWait::kWait) {
   if (!g_soft_owner_protocol || index >= kOwnedSoftIds) return true;
   SoftLock& l = g_soft_locks[index];
   if (IsOwnIndex(index)) {
@@ -122,6 +126,7 @@ bool WaitForOwner(uint32_t index) {
   // Acquire: pairs with the owner's release store of 0, so the locker sees
   // the data the operation wrote.
   while (l.busy.load(std::memory_order_acquire) != 0) {
+    if (wait == OwnerWait::kTry) return false;
     syscall(SYS_sched_yield);
   }
   return true;
@@ -167,7 +172,7 @@ bool SoftLockExclusive(uint32_t index) {
 
 bool SoftTryLockExclusive(uint32_t index) {
   if (!SoftTryLock(index)) return false;
-  if (WaitForOwner(index)) return true;
+  if (WaitForOwner(index, OwnerWait::kTry)) return true;
   SoftUnlock(index);
   return false;
 }

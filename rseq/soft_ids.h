@@ -129,7 +129,8 @@ void SoftExit(SoftHold h);
 // False, without the lock, if `index` is the calling thread's own ID and
 // this call interrupted the thread's operation on it: it cannot wait.
 bool SoftLockExclusive(uint32_t index);
-// The same, but false at once, without the lock, if any thread holds it.
+// The same without waiting: false at once, without the lock, if any
+// thread holds the lock or an owner is busy on the ID.
 bool SoftTryLockExclusive(uint32_t index);
 
 // At Init: `owner_protocol_wanted` (none mode, and CIDMALLOC_RSEQ_SOFT does

@@ -58,7 +58,9 @@ void* EnsureSlab(uint32_t id) {
   // miss of a class grants its first batch (TryGrow), so a slab's pages are
   // touched only for the classes its threads use.
   StackOf(slab, kLayout.remote_offset)->capacity = kRemoteCapacity;
-  g_store[id] = slab;
+  // Relaxed: SlabOf only asks whether the ID has a slab; the slab's
+  // contents are published by the release store below.
+  __atomic_store_n(&g_store[id], slab, __ATOMIC_RELAXED);
   ++g_num_slabs;
   if (id > g_max_id) g_max_id = id;
   // Release: the initialised slab is visible before the critical sections
@@ -70,7 +72,15 @@ void* EnsureSlab(uint32_t id) {
 // The slab of `id`, or nullptr (see EnsureSlab).
 void* SlabOf(uint32_t id) {
   void* slab = Published(id);
-  return slab != nullptr ? slab : EnsureSlab(id);
+  if (slab != nullptr) return slab;
+  // A slab that exists but is unpublished is being drained: no waiting for
+  // g_lock, which the drain holds (and which this thread may hold itself,
+  // when a signal handler interrupted its drain).  g_store entries are
+  // written once and never cleared.
+  if (__atomic_load_n(&g_store[id], __ATOMIC_RELAXED) != nullptr) {
+    return nullptr;
+  }
+  return EnsureSlab(id);
 }
 
 // The calling thread's slab, or nullptr (see EnsureSlab).
@@ -125,8 +135,12 @@ bool TryGrow(void* slab, int cls) {
     return first > static_cast<int64_t>(before);
   }
   const int64_t grant = int64_t{c.batch} * c.size;
-  // A hint that races can push below 0 (DrainUnpublished): taken as 0.
-  const int64_t extra = hdr->extra_bytes.load(std::memory_order_relaxed);
+  // A hint that races can push below 0 (a shrink whose capacity was read
+  // before an idle drain): reset to 0, so that the budget still bounds it.
+  int64_t extra = hdr->extra_bytes.load(std::memory_order_relaxed);
+  while (extra < 0 && !hdr->extra_bytes.compare_exchange_weak(
+                          extra, 0, std::memory_order_relaxed)) {
+  }
   if ((extra > 0 ? extra : 0) + grant >
       static_cast<int64_t>(g_config->cache_bytes)) {
     return false;

@@ -41,7 +41,7 @@
 //
 // Another ID's slab (malloc_trim, a soft ID's thread exit, the idle scan;
 // drain.cc) is drained by unpublishing it from g_slabs, rseq::Fence or
-// QuiesceId, draining, and publishing it again (see rseq/rseq.h).
+// (Try)QuiesceId, draining, and publishing it again (see rseq/rseq.h).
 #ifndef CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
 #define CIDMALLOC_ALLOCATOR_FRONT_END_FRONT_END_H_
 
@@ -117,7 +117,7 @@ inline uint32_t MidStackOffsetOf(size_t size) {
 // with relaxed atomics by whichever thread runs a slow path on the slab's
 // ID, and by an idle drain (capacity and extra_bytes); nothing's
 // correctness depends on them.  events_seen and picked are plain fields
-// under front_end.cc's g_lock.
+// under g_lock (slab_store.h).
 struct SlabHeader {
   // Node whose objects the slab caches: fixed for a cpu or a node-qualified
   // ID (rseq::NodeOfId); for a raw cid or a soft ID the node of the last
@@ -139,7 +139,7 @@ struct SlabHeader {
   // Classes ever granted a capacity (bit c of word c / 64): their stacks
   // have been written (Stats::slab_bytes).
   std::atomic<uint64_t> used_classes[(central::kNumClasses + 63) / 64];
-  // Under front_end.cc's g_lock: `events` at the last idle scan, and
+  // Under g_lock (slab_store.h): `events` at the last idle scan, and
   // whether the drain under way picked this slab.
   uint32_t events_seen;
   bool picked;

@@ -25,26 +25,35 @@ inline void ForgetSpinLocksAfterFork() { t_spinlocks_held = 0; }
 
 class SpinLock {
  public:
+  // t_spinlocks_held covers the lock from before it is taken until after
+  // it is released, so that a signal handler never sees 0 while the lock
+  // is held; the signal fences keep the compiler from moving the count
+  // across the lock's own operations (a handler runs on this thread).
   void Lock() {
+    ++t_spinlocks_held;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     // Acquire pairs with the release in Unlock(): everything the previous
     // holder wrote under the lock is visible to the next one.
     if (__builtin_expect(
             state_.exchange(1, std::memory_order_acquire) != 0, 0)) {
       LockSlow();
     }
-    ++t_spinlocks_held;
   }
   bool TryLock() {
+    ++t_spinlocks_held;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (state_.load(std::memory_order_relaxed) != 0 ||
         state_.exchange(1, std::memory_order_acquire) != 0) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      --t_spinlocks_held;
       return false;
     }
-    ++t_spinlocks_held;
     return true;
   }
   void Unlock() {
-    --t_spinlocks_held;
     state_.store(0, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    --t_spinlocks_held;
   }
   bool IsHeld() const { return state_.load(std::memory_order_relaxed) != 0; }
   // For a fork child, where the holder no longer exists.
