@@ -300,47 +300,37 @@ void InsertBatch(int cls, void* const* objs, uint32_t n, Via via) {
 
 namespace {
 
-// Empties l's transfer cache into the spans and gives every span with no
-// object in use back to the page heap.  Called with l->lock held.
-void ReleaseListLocked(CentralList* l, int cls) {
-  FlushTransferLocked(l, cls);
-  for (Span* s = l->partial; s != nullptr;) {
-    Span* next = s->next;
-    if (s->in_use == 0) Release(l, s);
-    s = next;
+// Which lists ReleaseLists releases.
+enum class Lists : uint8_t {
+  kAll,   // malloc_trim.
+  kIdle,  // those no refill took objects from since the last kIdle call.
+};
+
+// Empties the transfer cache of each list `which` picks into the spans and
+// gives every span with no object in use back to the page heap.
+void ReleaseLists(Lists which) {
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (int cls = 1; cls < kNumClasses; ++cls) {
+      CentralList* l = &g_lists[node][cls];
+      os::SpinLockHolder h(&l->lock);
+      if (which == Lists::kIdle && l->removals != l->removals_seen) {
+        l->removals_seen = l->removals;
+        continue;
+      }
+      FlushTransferLocked(l, cls);
+      for (Span* s = l->partial; s != nullptr;) {
+        Span* next = s->next;
+        if (s->in_use == 0) Release(l, s);
+        s = next;
+      }
+    }
   }
 }
 
 }  // namespace
 
-void ReleaseEmptySpans() {
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (int cls = 1; cls < kNumClasses; ++cls) {
-      CentralList* l = &g_lists[node][cls];
-      os::SpinLockHolder h(&l->lock);
-      ReleaseListLocked(l, cls);
-    }
-  }
-}
-
-uint32_t ReleaseIdleLists() {
-  uint32_t released = 0;
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (int cls = 1; cls < kNumClasses; ++cls) {
-      CentralList* l = &g_lists[node][cls];
-      os::SpinLockHolder h(&l->lock);
-      if (l->removals != l->removals_seen) {
-        l->removals_seen = l->removals;
-        continue;
-      }
-      if (l->transfer_count == 0 && l->spans == 0) continue;
-      const uint64_t spans = l->spans;
-      ReleaseListLocked(l, cls);
-      released += static_cast<uint32_t>(spans - l->spans);
-    }
-  }
-  return released;
-}
+void ReleaseEmptySpans() { ReleaseLists(Lists::kAll); }
+void ReleaseIdleLists() { ReleaseLists(Lists::kIdle); }
 
 void GetClassStats(int node, int cls, ClassStats* out) {
   CentralList* l = &g_lists[node][cls];

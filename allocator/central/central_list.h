@@ -76,9 +76,8 @@ void ReleaseEmptySpans();
 // The same for each list that no refill took objects from since the last
 // call (the front end's idle scan, once per CIDMALLOC_CACHE_IDLE_MS): its
 // transfer cache goes back to the spans, each object of which pins its
-// span, and then its empty spans to the page heap.  Returns the number of
-// spans given back.
-uint32_t ReleaseIdleLists();
+// span, and then its empty spans to the page heap.
+void ReleaseIdleLists();
 
 struct ClassStats {
   uint64_t spans;          // Spans owned by the list.

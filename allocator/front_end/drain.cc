@@ -22,8 +22,7 @@ using central::Class;
 using central::kNumClasses;
 using namespace internal;  // NOLINT: the store this file drains.
 
-// When the next idle scan is due (os::MonotonicMs).  Relaxed: it only
-// elects the slow path that scans, which then takes g_lock.
+// When the next idle scan is due (ClaimPeriodEnd).
 std::atomic<uint64_t> g_next_idle_scan_ms{0};
 
 // The two kinds of drain of another ID's slab.
@@ -137,13 +136,8 @@ uint32_t MaybeDrainIdle(uint64_t now) {
   // handler's allocation that interrupted it, and the scan takes the
   // central and page-heap locks.
   if (period == 0 || os::t_spinlocks_held != 0) return 0;
-  uint64_t due = g_next_idle_scan_ms.load(std::memory_order_relaxed);
-  if (now < due || now == 0) return 0;
   // One slow path per period scans: the one that moves the deadline.
-  if (!g_next_idle_scan_ms.compare_exchange_strong(
-          due, now + period, std::memory_order_relaxed)) {
-    return 0;
-  }
+  if (!ClaimPeriodEnd(&g_next_idle_scan_ms, now, period)) return 0;
   // A slow path does not wait for a drain or a slab's creation: it skips
   // the scan.
   if (!g_lock.TryLock()) return 0;

@@ -249,11 +249,8 @@ void MaybeSweep(void* slab) {
   if (const uint32_t period = g_config->cache_idle_ms) {
     const uint64_t now = os::MonotonicMs();
     MaybeDrainIdle(now);
-    const uint64_t due = hdr->next_period_sweep_ms.load(std::memory_order_relaxed);
-    if (now >= due && now != 0) {
-      hdr->next_period_sweep_ms.store(now + period, std::memory_order_relaxed);
-      // The first one only starts the period.
-      if (due != 0) SweepSlab(slab, Sweep::kPeriod);
+    if (ClaimPeriodEnd(&hdr->next_period_sweep_ms, now, period)) {
+      SweepSlab(slab, Sweep::kPeriod);
     }
   }
   if (events % kSweepEvents == 0) SweepSlab(slab, Sweep::kEvents);

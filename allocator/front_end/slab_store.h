@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include <atomic>
+
 #include "allocator/central/central_list.h"
 #include "allocator/front_end/front_end.h"
 #include "allocator/os/config.h"
@@ -35,6 +37,23 @@ inline SlabHeader* HeaderOf(void* slab) {
 // the drains), so that its initialised or drained stacks are seen.
 inline void* Published(uint32_t id) {
   return __atomic_load_n(&g_slabs[id], __ATOMIC_ACQUIRE);
+}
+
+// The once-a-period deadlines of CIDMALLOC_CACHE_IDLE_MS (the idle scan's,
+// each slab's period sweep): true if the period that `*next` ends is over
+// at `now` (os::MonotonicMs) and this caller claimed it, moving `*next` to
+// now + period_ms, so that one caller per period acts.  The first call
+// (`*next` still 0) only starts the first period.  Relaxed: it only elects
+// a caller; what that caller does is ordered by its own locks.
+inline bool ClaimPeriodEnd(std::atomic<uint64_t>* next, uint64_t now,
+                           uint32_t period_ms) {
+  uint64_t due = next->load(std::memory_order_relaxed);
+  if (now < due || now == 0) return false;
+  if (!next->compare_exchange_strong(due, now + period_ms,
+                                     std::memory_order_relaxed)) {
+    return false;
+  }
+  return due != 0;
 }
 
 // Sends objects of mixed classes home (the remote stack's, a drained

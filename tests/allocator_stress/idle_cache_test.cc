@@ -61,18 +61,6 @@ void FillCache(uint64_t seed) {
   for (void* p : objs) free(p);
 }
 
-// Slow paths on the calling thread: 64 objects of 40 KiB, a class nobody
-// else uses, whose stack holds at most 8 (a batch is 2), so that their
-// mallocs refill and their frees find the stack full.
-void RunSlowPaths() {
-  void* p[64];
-  for (void*& q : p) {
-    q = malloc(40 * kKiB);
-    ASSERT_NE(q, nullptr);
-  }
-  for (void* q : p) free(q);
-}
-
 TEST(IdleCache, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
 
 TEST(IdleCache, IdleIdsCachesGoBack) {

@@ -119,6 +119,19 @@ inline constexpr size_t kMiB = 1024 * 1024;
 
 inline double ToMiB(size_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
+// Slow paths on the calling thread (which run the front end's idle scan
+// and sweeps when due): 64 objects of 40 KiB, more than the class's stack
+// holds (8; a batch is 2), so that their mallocs refill and their frees
+// find the stack full.
+inline void RunSlowPaths() {
+  void* p[64];
+  for (void*& q : p) {
+    q = malloc(40 * kKiB);
+    ASSERT_NE(q, nullptr);
+  }
+  for (void* q : p) free(q);
+}
+
 inline cidmalloc_stats Stats() {
   cidmalloc_stats s;
   cidmalloc_get_stats(&s);

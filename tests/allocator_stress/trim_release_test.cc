@@ -258,12 +258,7 @@ TEST(TrimRelease, ReleaseWithoutTrim) {
     // free returns that memory to the OS.  (How many caches were idle
     // depends on which IDs this thread ran on: idle_cache_test counts them.)
     for (int round = 0; round < 4; ++round) {
-      void* objs[64];  // 40 KiB: a class whose stack holds 8.
-      for (void*& q : objs) {
-        q = malloc(40 * kKiB);
-        ASSERT_NE(q, nullptr);
-      }
-      for (void* q : objs) free(q);
+      RunSlowPaths();
       std::this_thread::sleep_for(std::chrono::milliseconds(150));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
