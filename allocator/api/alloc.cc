@@ -11,6 +11,7 @@
 
 #include <atomic>
 
+#include "allocator/api/background.h"
 #include "allocator/api/stats_internal.h"
 #include "allocator/central/central_list.h"
 #include "allocator/os/check.h"
@@ -48,6 +49,7 @@ void ForkChild() {
   central::ForkChild();
   front_end::ForkChild();
   os::ForgetSpinLocksAfterFork();
+  BackgroundForkChild();
 }
 
 // The cookie's secret, bits 8-63 (g_state's low byte holds the flags).
@@ -66,6 +68,7 @@ void DoInit() {
   os::InitTopology();
   page_heap::Init(&g_config);
   front_end::Init(&g_config);
+  BackgroundInit(&g_config);
   g_counting = g_config.stats;
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
   // kFastFree and kFastSoft push without the remote check: one node only.
@@ -172,6 +175,7 @@ void* AllocSmallMiss(int cls) noexcept {
       errno = ENOMEM;
       return nullptr;
     }
+    MaybeStartBackground();
   }
   static_cast<uintptr_t*>(p)[1] = 0;
   if (g_counting) CountAlloc(p, hit);
@@ -192,6 +196,7 @@ void* AllocLarge(size_t size, size_t align, bool clear) noexcept {
   }
   if (clear && !zeroed) memset(p, 0, size);
   if (g_counting) CountAlloc(p, false);
+  MaybeStartBackground();
   return p;
 }
 
@@ -239,6 +244,7 @@ void FreeSmallMiss(int cls, void* p) noexcept {
   const int node = chunk->node;
   const bool remote = os::NumNodes() > 1 && node != os::CurrentNode();
   if (g_counting) CountFree(p, remote);
+  MaybeStartBackground();
   if (remote) return front_end::FreeRemote(p);
   front_end::FreeSlow(cls, p, node);
 }

@@ -40,6 +40,11 @@ struct cidmalloc_stats {
    * shorter struct must be rebuilt: cidmalloc_get_stats fills all of it). */
   unsigned long long idle_drains;   /* caches drained after going idle
                                        (CIDMALLOC_CACHE_IDLE_MS) */
+  /* The background thread (CIDMALLOC_BACKGROUND_THREAD): "off", "pending"
+   * (asked for, not started yet: it starts one tick after start-up),
+   * "starting", "running" or "failed", and how many times it woke up. */
+  const char* background_thread;
+  unsigned long long background_ticks;
 };
 
 /* Fills *out; returns 0.  Does not allocate. */

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "allocator/api/alloc.h"
+#include "allocator/api/background.h"
 #include "allocator/api/cidmalloc.h"
 #include "allocator/api/stats_internal.h"
 #include "allocator/central/central_list.h"
@@ -150,6 +151,9 @@ extern "C" __attribute__((visibility("default"))) int cidmalloc_get_stats(struct
   out->slab_bytes = fs.slab_bytes;
   out->cached_bytes = fs.cached_bytes;
   out->idle_drains = fs.idle_drains;
+  out->background_thread = api::BackgroundStateName(
+      api::g_background_state.load(std::memory_order_relaxed));
+  out->background_ticks = api::BackgroundTicks();
   out->meta_bytes = page_heap::MetaBytesMapped();
   out->counting = api::g_counting ? 1 : 0;
   out->mallocs = api::Sum(&IdCounters::mallocs);
@@ -191,6 +195,10 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
     b.Str(", cached objects ");
     cidmalloc::api::MiB(b, s.cached_bytes);
     b.Str(", idle caches drained ").Udec(s.idle_drains);
+    b.Str(", background thread ").Str(s.background_thread);
+    if (s.background_ticks != 0) {
+      b.Str(" (").Udec(s.background_ticks).Str(" ticks)");
+    }
     b.Ch('\n');
     b.WriteTo(fd);
   }

@@ -32,6 +32,10 @@ using namespace internal;  // NOLINT: this file is the store's other half.
 
 uint32_t g_num_slabs = 0;  // Under g_lock.
 uint32_t g_max_id = 0;     // Under g_lock.
+// Relaxed: it only decides whether a slow path calls MaybeDrainIdle, whose
+// own election (ClaimPeriodEnd) and locks make a second scanner harmless
+// while the setting changes hands.
+std::atomic<IdleScanner> g_idle_scanner{IdleScanner::kSlowPaths};
 
 // The node of every object in the slab of `id`, or -1 where it follows
 // the threads (raw cids, soft IDs).
@@ -248,7 +252,10 @@ void MaybeSweep(void* slab) {
   hdr->events.store(events, std::memory_order_relaxed);
   if (const uint32_t period = g_config->cache_idle_ms) {
     const uint64_t now = os::MonotonicMs();
-    MaybeDrainIdle(now);
+    if (g_idle_scanner.load(std::memory_order_relaxed) ==
+        IdleScanner::kSlowPaths) {
+      MaybeDrainIdle(now);
+    }
     if (ClaimPeriodEnd(&hdr->next_period_sweep_ms, now, period)) {
       SweepSlab(slab, Sweep::kPeriod);
     }
@@ -375,6 +382,10 @@ void FreeRemote(void* p) {
     InsertMixed(buf, n);
   }
   InsertMixed(&p, 1);
+}
+
+void SetIdleScanner(IdleScanner who) {
+  g_idle_scanner.store(who, std::memory_order_relaxed);
 }
 
 void ForkPrepare() { g_lock.Lock(); }

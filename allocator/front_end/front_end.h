@@ -33,7 +33,8 @@
 // Idle slabs: a slab's sweeps only run on its own slow paths, so the cache
 // of an ID that nobody uses any more (its threads sleep, or exited and
 // left it to no one) would keep its objects, and their spans, for good.
-// Every CIDMALLOC_CACHE_IDLE_MS, the first slow path on any ID scans the
+// Every CIDMALLOC_CACHE_IDLE_MS, the first slow path on any ID (or the
+// background thread, where CIDMALLOC_BACKGROUND_THREAD=on) scans the
 // slabs; one with no slow-path event since the previous scan is drained
 // like malloc_trim's (below) and its classes shrink back to one batch.
 // The objects of both go straight to their spans, not to the transfer
@@ -203,6 +204,13 @@ void FreeRemote(void* p);
 
 // Drains every slab into the central lists (malloc_trim).
 void DrainAll();
+// Who runs the idle scan (MaybeDrainIdle below): the slow paths (at
+// start-up and in a fork child), or the background thread
+// (CIDMALLOC_BACKGROUND_THREAD, api/background.h), whose tick then calls it
+// so that no malloc or free pays for a scan.  The slabs' own period sweeps
+// stay on their slow paths either way.
+enum class IdleScanner : uint8_t { kSlowPaths, kBackgroundThread };
+void SetIdleScanner(IdleScanner who);
 // The idle scan (see "Idle slabs" above) if one is due at `now`
 // (os::MonotonicMs): called by every slow-path event.  Returns the number
 // of slabs it drained.

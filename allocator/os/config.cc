@@ -37,6 +37,10 @@ constexpr KnobInfo kKnobs[] = {
      "goes back to the OS (0: at once)"},
     {"CIDMALLOC_RELEASE_METHOD", "dontneed|free", "dontneed",
      "madvise advice used to return memory (MADV_DONTNEED or MADV_FREE)"},
+    {"CIDMALLOC_BACKGROUND_THREAD", "on|off", "off",
+     "a thread of the allocator's own runs the idle-cache scan and the "
+     "delayed release on time, so that a process that goes quiet still "
+     "gives memory back"},
     {"CIDMALLOC_HUGE_PAGES", "on|off", "on",
      "ask for transparent huge pages (MADV_HUGEPAGE) on buffers realloc "
      "grows beyond 2 MiB"},
@@ -135,6 +139,20 @@ void LoadMilliseconds(const char* name, uint32_t* out) {
   }
 }
 
+// A knob of "on" or "off": sets *out if it is set and valid, warns if it is
+// set and invalid.
+void LoadOnOff(const char* name, bool* out) {
+  const char* v = GetKnob(name);
+  if (v == nullptr) return;
+  if (strcmp(v, "on") == 0) {
+    *out = true;
+  } else if (strcmp(v, "off") == 0) {
+    *out = false;
+  } else {
+    Invalid(name, v);
+  }
+}
+
 }  // namespace
 
 void LoadConfig(Config* c) {
@@ -177,15 +195,8 @@ void LoadConfig(Config* c) {
     }
   }
   LoadMilliseconds("CIDMALLOC_RELEASE_DELAY_MS", &c->release_delay_ms);
-  if (const char* v = GetKnob("CIDMALLOC_HUGE_PAGES")) {
-    if (strcmp(v, "on") == 0) {
-      c->huge_pages = true;
-    } else if (strcmp(v, "off") == 0) {
-      c->huge_pages = false;
-    } else {
-      Invalid("CIDMALLOC_HUGE_PAGES", v);
-    }
-  }
+  LoadOnOff("CIDMALLOC_BACKGROUND_THREAD", &c->background_thread);
+  LoadOnOff("CIDMALLOC_HUGE_PAGES", &c->huge_pages);
   c->stats = StatsKnobOn();
   if (const char* v = GetKnob("CIDMALLOC_STATS")) {
     if (!c->stats && strcmp(v, "0") != 0) Invalid("CIDMALLOC_STATS", v);

@@ -32,6 +32,10 @@ struct Config {
   uint32_t release_delay_ms = 1000;
   // MADV_HUGEPAGE on buffers realloc grows beyond a chunk.
   bool huge_pages = true;
+  // A thread of the allocator's own runs the idle-cache scan and the
+  // delayed release on time, so that a process that goes quiet still gives
+  // its caches and free memory back (api/background.h).
+  bool background_thread = false;
   bool stats = false;
 };
 

@@ -419,6 +419,14 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
   return released;
 }
 
+void RunAutomaticRelease() {
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    NodeHeap* h = &g_heaps[node];
+    os::SpinLockHolder hold(&h->lock);
+    MaybeRelease(h);
+  }
+}
+
 void GetNodeStats(int node, NodeStats* out) {
   NodeHeap* h = &g_heaps[node];
   os::SpinLockHolder hold(&h->lock);

@@ -62,6 +62,12 @@ size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);
 // node.  Returns the bytes released.
 size_t ReleaseFreeMemory(size_t keep_bytes);
 
+// The automatic release (the threshold and the delay) of every node, as a
+// free of a span or large block runs it on its own node: the background
+// thread's tick (api/background.h), so that memory that went idle goes back
+// on time in a process that frees nothing more.
+void RunAutomaticRelease();
+
 struct NodeStats {
   size_t mapped_bytes;    // Chunks reserved plus huge mappings.
   size_t free_bytes;      // Free pages in the buddy heap.

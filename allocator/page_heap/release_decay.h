@@ -7,7 +7,7 @@
 // phases of a batch job) then paid for the pages twice: an madvise to give
 // them back and a page fault, with the kernel clearing the page, to take
 // each one again.  jemalloc's dirty_decay_ms is the usual answer; this is a
-// simpler one of the same kind, with no background thread.
+// simpler one of the same kind.
 //
 // The decay sees only a count, the node's committed free pages, not which
 // pages they are.  Time is cut into kEpochs epochs of delay / kEpochs each,
@@ -22,10 +22,11 @@
 // (Note).  A dip seen between two such calls is charged to every epoch in
 // between, since the decay cannot tell when it happened.  That errs towards
 // keeping pages: a page is returned after being free for between one and
-// two delays.  With no background thread, a process that stops calling into
-// the page heap keeps its idle pages until its next free of a span or large
-// block, or its next malloc_trim, as jemalloc does without its background
-// thread.
+// two delays.  Without the background thread (CIDMALLOC_BACKGROUND_THREAD,
+// which calls page_heap::RunAutomaticRelease every tick), a process that
+// stops calling into the page heap keeps its idle pages until its next free
+// of a span or large block, or its next malloc_trim, as jemalloc does
+// without its background thread.
 //
 // Pure bookkeeping: no lock, clock or system call of its own.  The page
 // heap keeps one per node, guarded by the node lock (node_heap.h).

@@ -38,6 +38,7 @@ const char* const kAllKnobs[] = {
     "CIDMALLOC_RELEASE_BYTES",
     "CIDMALLOC_RELEASE_DELAY_MS", "CIDMALLOC_RELEASE_METHOD",
     "CIDMALLOC_HUGE_PAGES", "CIDMALLOC_STATS", "CIDMALLOC_RSEQ_SOFT",
+    "CIDMALLOC_BACKGROUND_THREAD",
 };
 
 class ConfigTest : public testing::Test {
@@ -77,6 +78,7 @@ class ConfigTest : public testing::Test {
     EXPECT_EQ(c.release_threshold, d.release_threshold);
     EXPECT_EQ(c.release_delay_ms, d.release_delay_ms);
     EXPECT_EQ(c.huge_pages, d.huge_pages);
+    EXPECT_EQ(c.background_thread, d.background_thread);
     EXPECT_EQ(c.stats, d.stats);
   }
 };
@@ -140,6 +142,24 @@ TEST_F(ConfigTest, HugePages) {
     c.huge_pages = false;
     ExpectWarning(Load("CIDMALLOC_HUGE_PAGES", bad, &c),
                   "CIDMALLOC_HUGE_PAGES", bad);
+    ExpectDefaults(c);
+  }
+}
+
+// The two on/off knobs share their parser (LoadOnOff); each is checked
+// with its own default.
+TEST_F(ConfigTest, BackgroundThread) {
+  Config c;
+  EXPECT_FALSE(c.background_thread);
+  EXPECT_EQ(Load("CIDMALLOC_BACKGROUND_THREAD", "on", &c), "");
+  EXPECT_TRUE(c.background_thread);
+  EXPECT_EQ(Load("CIDMALLOC_BACKGROUND_THREAD", "off", &c), "");
+  EXPECT_FALSE(c.background_thread);
+  for (const char* bad : {"", "1", "true", "On"}) {
+    SCOPED_TRACE(bad);
+    c.background_thread = true;
+    ExpectWarning(Load("CIDMALLOC_BACKGROUND_THREAD", bad, &c),
+                  "CIDMALLOC_BACKGROUND_THREAD", bad);
     ExpectDefaults(c);
   }
 }

@@ -1,0 +1,247 @@
+// tests/allocator_stress/background_thread_test.cc: the background thread
+// (CIDMALLOC_BACKGROUND_THREAD, allocator/api/background.h).
+//
+// The targets set CIDMALLOC_CACHE_IDLE_MS=50 and CIDMALLOC_RELEASE_DELAY_MS=50
+// (a tick of 25 ms) and CIDMALLOC_RELEASE_BYTES=0, and EXPECT_BACKGROUND:
+//   running  CIDMALLOC_BACKGROUND_THREAD=on: one thread called
+//            "cidmalloc-bg" starts one tick after start-up, from a slow
+//            path, with the program's signals blocked; once the program's
+//            threads have freed ~40 MiB and nobody calls the allocator any
+//            more, their caches are drained and the free pages go back to
+//            the OS (the resident set ends within 8 MiB of where it
+//            started); a fork child starts a thread of its own.
+//   off      the knob off: no such thread, and in the same quiet process
+//            the caches keep their objects (no slow path runs the idle
+//            scan).
+// While the process is quiet the main thread only sleeps and reads
+// /proc/self/statm and cidmalloc_get_stats, neither of which allocates.
+// No timing is asserted: the waits poll with deadlines of seconds.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allocator/api/cidmalloc.h"
+#include "tests/allocator_stress/stress_util.h"
+
+namespace {
+
+using namespace cidmalloc_stress;  // NOLINT
+
+constexpr int kThreads = 4;
+constexpr int kObjects = 40000;  // Per thread, 16 B - 1 KiB: ~20 MiB.
+
+bool Expected() {
+  const std::string expect = Env("EXPECT_BACKGROUND");
+  EXPECT_TRUE(expect == "running" || expect == "off")
+      << "EXPECT_BACKGROUND must be set by the target";
+  return expect == "running";
+}
+
+// Reads a small file of /proc into a string ("" if unreadable).
+std::string ReadProc(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// The process's threads called "cidmalloc-bg" (their /proc task paths).
+std::vector<std::string> BackgroundTasks() {
+  std::vector<std::string> found;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return found;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    if (ReadProc(task + "/comm") == "cidmalloc-bg\n") found.push_back(task);
+  }
+  closedir(d);
+  return found;
+}
+
+// BackgroundTasks() once it has `n` entries, or after 5 s: the thread
+// names itself when it first runs, which may come after its creator
+// reported it running.
+std::vector<std::string> WaitForBackgroundTasks(size_t n) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::vector<std::string> tasks = BackgroundTasks();
+  while (tasks.size() != n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    tasks = BackgroundTasks();
+  }
+  return tasks;
+}
+
+// Slow paths, a little more than a tick apart, until the state is no longer
+// "pending" (the thread starts at the first slow path a tick after
+// start-up), at most 5 s.  Returns the state.
+std::string WarmUp() {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::string state;
+  do {
+    RunSlowPaths();
+    state = Stats().background_thread;
+    if (state != "pending" && state != "starting") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return state;
+}
+
+// Fills the caches: allocates kObjects small objects (each written) and
+// frees them in a random order.
+void AllocateAndFree(uint64_t seed) {
+  Rng rng(seed);
+  std::vector<void*> objs(kObjects);
+  for (void*& p : objs) {
+    const size_t size = rng.Range(16, 1024);
+    p = malloc(size);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x5a, size);
+  }
+  for (size_t i = objs.size(); i > 1; --i) {
+    std::swap(objs[i - 1], objs[rng.Below(i)]);
+  }
+  for (void* p : objs) free(p);
+}
+
+// Committed free bytes of the page heap (free and not returned to the OS).
+size_t CommittedFree(const cidmalloc_stats& s) {
+  size_t total = 0;
+  for (unsigned n = 0; n < s.num_nodes; ++n) {
+    total += s.node_free[n] - s.node_released[n];
+  }
+  return total;
+}
+
+TEST(BackgroundThread, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
+
+TEST(BackgroundThread, StartsOnceWithSignalsBlocked) {
+  const bool expected = Expected();
+  const std::string state = WarmUp();
+  const std::vector<std::string> tasks =
+      WaitForBackgroundTasks(expected ? 1 : 0);
+  if (!expected) {
+    EXPECT_EQ(state, "off");
+    EXPECT_TRUE(tasks.empty());
+    return;
+  }
+  ASSERT_EQ(state, "running");
+  ASSERT_EQ(tasks.size(), 1u) << "exactly one background thread";
+  // SigBlk: a hex mask, bit n-1 for signal n.  The program's signals are
+  // blocked (glibc keeps its own two, SIGCANCEL and SIGSETXID, open).
+  const std::string status = ReadProc(tasks[0] + "/status");
+  const size_t at = status.find("SigBlk:\t");
+  ASSERT_NE(at, std::string::npos) << status;
+  const unsigned long long blocked =
+      strtoull(status.c_str() + at + 8, nullptr, 16);
+  for (const int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM,
+                        SIGPIPE, SIGHUP}) {
+    EXPECT_NE(blocked & (1ull << (sig - 1)), 0u)
+        << "signal " << sig << " not blocked; SigBlk " << std::hex << blocked;
+  }
+  // Many slow paths later, still one.
+  for (int i = 0; i < 10; ++i) RunSlowPaths();
+  EXPECT_EQ(BackgroundTasks().size(), 1u);
+  const uint64_t ticks = Stats().background_ticks;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_GT(Stats().background_ticks, ticks) << "the thread does not tick";
+}
+
+TEST(BackgroundThread, QuietProcessGivesMemoryBack) {
+  const bool expected = Expected();
+  ASSERT_EQ(WarmUp(), expected ? "running" : "off");
+  malloc_trim(0);
+  const size_t rss_start = ResidentBytes();
+  ASSERT_GT(rss_start, 0u) << "/proc/self/statm unreadable";
+  const uint64_t drains_start = Stats().idle_drains;
+
+  Barrier done(kThreads + 1), parked(kThreads + 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      AllocateAndFree(0xb6000000 + t);
+      done.Wait();
+      parked.Wait();  // Parked, holding their IDs, while main waits.
+    });
+  }
+  done.Wait();
+  // From here until `parked`, nobody calls the allocator (a failing
+  // EXPECT below allocates, after the wait).
+  const cidmalloc_stats before = Stats();
+  const size_t rss_before = ResidentBytes();
+  cidmalloc_stats after = before;
+  size_t rss_after = rss_before;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Running: until the caches and the committed free pages are gone, and
+  // two ticks more.  Off: 20 idle periods (1 s).
+  int rounds_left = expected ? -1 : 20;
+  while (rounds_left != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = Stats();
+    rss_after = ResidentBytes();
+    if (rounds_left < 0 && after.cached_bytes <= kMiB &&
+        CommittedFree(after) <= 4 * kMiB) {
+      rounds_left = 2;
+    }
+    if (rounds_left > 0) --rounds_left;
+  }
+  parked.Wait();
+  for (std::thread& t : threads) t.join();
+  printf("before: cached %.2f MiB, committed free %.2f MiB, resident %.1f "
+         "MiB (%.1f at the start); after: cached %.2f MiB, committed free "
+         "%.2f MiB, resident %.1f MiB, idle drains %llu, ticks %llu\n",
+         ToMiB(before.cached_bytes), ToMiB(CommittedFree(before)),
+         ToMiB(rss_before), ToMiB(rss_start), ToMiB(after.cached_bytes),
+         ToMiB(CommittedFree(after)), ToMiB(rss_after),
+         after.idle_drains - drains_start, after.background_ticks);
+  if (expected) {
+    EXPECT_GT(after.idle_drains, drains_start);
+    EXPECT_LE(after.cached_bytes, kMiB);
+    EXPECT_LE(CommittedFree(after), 4 * kMiB);
+    EXPECT_LE(rss_after, rss_start + 8 * kMiB)
+        << "resident: start " << ToMiB(rss_start) << ", "
+        << ToMiB(rss_before) << " -> " << ToMiB(rss_after) << " MiB";
+  } else {
+    // Nothing ran the idle scan while the process was quiet (the slow
+    // paths of the threads may have, before): the threads' caches kept
+    // their objects.
+    EXPECT_EQ(after.idle_drains, before.idle_drains);
+    EXPECT_GE(after.cached_bytes, 512 * kKiB);
+    EXPECT_EQ(after.cached_bytes, before.cached_bytes);
+  }
+}
+
+TEST(BackgroundThread, ForkChildStartsItsOwn) {
+  const bool expected = Expected();
+  ASSERT_EQ(WarmUp(), expected ? "running" : "off");
+  const std::string failure = RunInChild(20, [&](ChildReport& r) {
+    const std::string first = Stats().background_thread;
+    r.Check(BackgroundTasks().empty(), "the child inherited a thread");
+    r.Check(first == (expected ? "pending" : "off"),
+            "child's state right after fork: %s", first.c_str());
+    const std::string state = WarmUp();
+    r.Check(state == (expected ? "running" : "off"),
+            "child's state after its slow paths: %s", state.c_str());
+    const size_t tasks = WaitForBackgroundTasks(expected ? 1 : 0).size();
+    r.Check(tasks == (expected ? 1u : 0u),
+            "the child has %zu background threads", tasks);
+  });
+  EXPECT_EQ(failure, "");
+  // The parent's thread is still there.
+  EXPECT_EQ(BackgroundTasks().size(), expected ? 1u : 0u);
+}
+
+}  // namespace
