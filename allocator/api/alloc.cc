@@ -244,7 +244,6 @@ void FreeSmallMiss(int cls, void* p) noexcept {
   const int node = chunk->node;
   const bool remote = os::NumNodes() > 1 && node != os::CurrentNode();
   if (g_counting) CountFree(p, remote);
-  MaybeStartBackground();
   if (remote) return front_end::FreeRemote(p);
   front_end::FreeSlow(cls, p, node);
 }

@@ -20,13 +20,8 @@ constinit std::atomic<BackgroundState> g_background_state{
 
 namespace {
 
-// The stack the thread asks for: its deepest call (an idle drain: a batch
-// buffer, the central and page-heap calls under it) needs a few KiB.  A
-// program whose static TLS does not fit beside it gets glibc's default.
-constexpr size_t kStackBytes = 128 << 10;
-
-// Written by BackgroundInit and the fork child only (no thread of the
-// allocator's runs then); read by the slow paths and the thread.
+// Written by BackgroundInit, before any slow path runs; read by the thread,
+// which pthread_create orders after it.
 uint32_t g_tick_ms = 0;
 // When the first start may happen (os::MonotonicMs).  Relaxed: a stale
 // value only moves the start by a slow path.
@@ -61,6 +56,7 @@ void* BackgroundMain(void*) {
   return nullptr;
 }
 
+// On fd 2, like the allocator's other messages (and glibc's malloc's).
 void WarnNotStarted(int err) {
   RawBuffer b;
   b.Str("cidmalloc: warning: CIDMALLOC_BACKGROUND_THREAD=on, but the thread "
@@ -71,7 +67,11 @@ void WarnNotStarted(int err) {
 }
 
 // Creates the thread with every signal blocked (the mask is inherited), so
-// that no signal meant for the program is delivered to it.
+// that no signal meant for the program is delivered to it.  The stack is
+// glibc's default size: only the pages it touches (a few KiB: an idle
+// drain's batch buffer and the calls under it) become resident, and a
+// smaller request would be shared with the program's static TLS, which
+// can leave almost nothing.
 int CreateThread() {
   sigset_t all, old;
   sigfillset(&all);
@@ -80,15 +80,7 @@ int CreateThread() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t thread;
-  int err = pthread_attr_setstacksize(&attr, kStackBytes) == 0
-                ? pthread_create(&thread, &attr, BackgroundMain, nullptr)
-                : EINVAL;
-  if (err == EINVAL) {  // The stack size, too small for the static TLS.
-    pthread_attr_destroy(&attr);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    err = pthread_create(&thread, &attr, BackgroundMain, nullptr);
-  }
+  const int err = pthread_create(&thread, &attr, BackgroundMain, nullptr);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return err;

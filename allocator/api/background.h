@@ -13,11 +13,17 @@
 // leaves starting such a thread to the program.
 //
 // Starting: not during initialisation (which may run inside the dynamic
-// loader or a constructor) but from the first slow path one tick after it,
-// so that short-lived processes (a compiler driver, git, sort) never start
-// one.  pthread_create allocates (the new thread's DTV), so the start
-// happens with no allocator lock held, and the state machine below keeps
-// the nested malloc from starting a second thread.  The thread blocks every
+// loader or a constructor) but from the first allocation slow path (a
+// refill, a large allocation) one tick after it, so that short-lived
+// processes (a compiler driver, git, sort) never start one.  Never from a
+// free: glibc frees a dead thread's TLS while it holds the lock of its
+// stack cache, which pthread_create takes too.  pthread_create allocates
+// (the new thread's DTV), so the start happens with no allocator lock
+// held, and the state machine below keeps the nested malloc from starting
+// a second thread.  The call goes to whatever pthread_create the process
+// resolves: a wrapper (a profiler's) that waits for a lock its caller's
+// malloc holds would deadlock, as it would with any allocator that starts
+// a thread.  The thread blocks every
 // signal, is detached and is called "cidmalloc-bg".  If it cannot be
 // created (seccomp, RLIMIT_NPROC), a one-line warning says so and the slow
 // paths keep doing the work.
@@ -56,7 +62,8 @@ extern std::atomic<BackgroundState> g_background_state CIDMALLOC_HIDDEN;
 // the thread and gives it something to do, else kOff.
 void BackgroundInit(const os::Config* config);
 
-// The slow paths' hook: starts the thread if it is pending and due.
+// The allocation slow paths' hook: starts the thread if it is pending and
+// due.
 __attribute__((noinline)) void StartBackgroundIfDue();
 inline void MaybeStartBackground() {
   if (CIDMALLOC_UNLIKELY(g_background_state.load(std::memory_order_relaxed) ==

@@ -36,8 +36,9 @@ struct cidmalloc_stats {
   unsigned long long node_free[CIDMALLOC_MAX_NODES];
   unsigned long long node_released[CIDMALLOC_MAX_NODES];
   unsigned long long node_bind_failures[CIDMALLOC_MAX_NODES];
-  /* Added after the fields above (a program built against the older,
-   * shorter struct must be rebuilt: cidmalloc_get_stats fills all of it). */
+  /* Appended after the fields above, as every later field will be: a
+   * program built against an older, shorter struct must use
+   * cidmalloc_get_stats_sized, or be rebuilt. */
   unsigned long long idle_drains;   /* caches drained after going idle
                                        (CIDMALLOC_CACHE_IDLE_MS) */
   /* The background thread (CIDMALLOC_BACKGROUND_THREAD): "off", "pending"
@@ -47,8 +48,18 @@ struct cidmalloc_stats {
   unsigned long long background_ticks;
 };
 
-/* Fills *out; returns 0.  Does not allocate. */
+/* Fills *out; returns 0.  Does not allocate.  Fills all of this header's
+ * struct: a program built against an older header would have its shorter
+ * struct overrun.  Prefer cidmalloc_get_stats_sized. */
 int cidmalloc_get_stats(struct cidmalloc_stats* out);
+
+/* Fills the first `size` bytes of *out, where `size` is the caller's
+ * sizeof(struct cidmalloc_stats): fields are only ever appended, so a
+ * program built against an older header gets the fields it knows, and one
+ * built against a newer header gets this library's and zeros after them.
+ * Returns how many bytes hold this library's fields (at most `size`).
+ * Does not allocate. */
+size_t cidmalloc_get_stats_sized(struct cidmalloc_stats* out, size_t size);
 
 /* Writes the human-readable summary (the one CIDMALLOC_STATS=1 prints at
  * exit) to file descriptor fd.  Does not allocate. */

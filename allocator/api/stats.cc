@@ -180,6 +180,16 @@ extern "C" __attribute__((visibility("default"))) int cidmalloc_get_stats(struct
   return 0;
 }
 
+extern "C" __attribute__((visibility("default"))) size_t
+cidmalloc_get_stats_sized(struct cidmalloc_stats* out, size_t size) {
+  struct cidmalloc_stats all;
+  cidmalloc_get_stats(&all);
+  const size_t filled = size < sizeof(all) ? size : sizeof(all);
+  memcpy(out, &all, filled);
+  if (size > filled) memset(reinterpret_cast<char*>(out) + filled, 0, size - filled);
+  return filled;
+}
+
 extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int fd) {
   using cidmalloc::RawBuffer;
   struct cidmalloc_stats s;

@@ -1240,6 +1240,34 @@ TEST(CidmallocStats, PrintStatsWritesTheSummaryToTheGivenFd) {
   }
 }
 
+// A caller built against an older, shorter struct passes its own size:
+// only that much is written, and it matches the full call's fields.  A
+// newer, longer struct gets zeros after this library's fields.
+TEST(CidmallocStats, SizedStatsWriteOnlyTheCallersStruct) {
+  constexpr size_t kOld = offsetof(cidmalloc_stats, idle_drains);
+  constexpr size_t kFull = sizeof(cidmalloc_stats);
+  alignas(cidmalloc_stats) unsigned char buf[kFull + 64];
+  memset(buf, 0xa5, sizeof buf);
+  auto* s = reinterpret_cast<cidmalloc_stats*>(buf);
+  EXPECT_EQ(cidmalloc_get_stats_sized(s, kOld), kOld);
+  for (size_t i = kOld; i < sizeof buf; ++i) {
+    ASSERT_EQ(buf[i], 0xa5) << "byte " << i << " written";
+  }
+  const cidmalloc_stats full = Stats();
+  EXPECT_STREQ(s->mode, full.mode);
+  EXPECT_EQ(s->num_nodes, full.num_nodes);
+  EXPECT_EQ(s->num_rseq_ids, full.num_rseq_ids);
+  EXPECT_EQ(s->node_mapped[0] != 0, full.node_mapped[0] != 0);
+
+  memset(buf, 0xa5, sizeof buf);
+  EXPECT_EQ(cidmalloc_get_stats_sized(s, sizeof buf), kFull);
+  EXPECT_NE(s->background_thread, nullptr);
+  EXPECT_STREQ(s->background_thread, full.background_thread);
+  for (size_t i = kFull; i < sizeof buf; ++i) {
+    ASSERT_EQ(buf[i], 0) << "byte " << i << " past this library's struct";
+  }
+}
+
 TEST(CidmallocStats, ReleaseFreeMemoryDrainsCachesAndReturnsPages) {
   std::vector<void*> v;
   for (int i = 0; i < 8; ++i) {

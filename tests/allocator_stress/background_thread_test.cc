@@ -6,7 +6,7 @@
 //   running  CIDMALLOC_BACKGROUND_THREAD=on: one thread called
 //            "cidmalloc-bg" starts one tick after start-up, from a slow
 //            path, with the program's signals blocked; once the program's
-//            threads have freed ~40 MiB and nobody calls the allocator any
+//            threads have freed ~80 MiB and nobody calls the allocator any
 //            more, their caches are drained and the free pages go back to
 //            the OS (the resident set ends within 8 MiB of where it
 //            started); a fork child starts a thread of its own.
@@ -53,6 +53,21 @@ std::string ReadProc(const std::string& path) {
   const ssize_t n = read(fd, buf, sizeof buf);
   close(fd);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// The process's thread count, from /proc/self/status, read without
+// allocating (a fork child checks it before anything could start its
+// background thread); 0 if unreadable.
+int ThreadCount() {
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* at = strstr(buf, "\nThreads:");
+  return at != nullptr ? atoi(at + strlen("\nThreads:")) : 0;
 }
 
 // The process's threads called "cidmalloc-bg" (their /proc task paths).
@@ -154,8 +169,14 @@ TEST(BackgroundThread, StartsOnceWithSignalsBlocked) {
   // Many slow paths later, still one.
   for (int i = 0; i < 10; ++i) RunSlowPaths();
   EXPECT_EQ(BackgroundTasks().size(), 1u);
+  // It ticks (within 10 s: a tick is 25 ms).
   const uint64_t ticks = Stats().background_ticks;
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Stats().background_ticks == ticks &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_GT(Stats().background_ticks, ticks) << "the thread does not tick";
 }
 
@@ -192,7 +213,7 @@ TEST(BackgroundThread, QuietProcessGivesMemoryBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     after = Stats();
     rss_after = ResidentBytes();
-    if (rounds_left < 0 && after.cached_bytes <= kMiB &&
+    if (rounds_left < 0 && after.cached_bytes <= 64 * kKiB &&
         CommittedFree(after) <= 4 * kMiB) {
       rounds_left = 2;
     }
@@ -207,9 +228,16 @@ TEST(BackgroundThread, QuietProcessGivesMemoryBack) {
          ToMiB(rss_before), ToMiB(rss_start), ToMiB(after.cached_bytes),
          ToMiB(CommittedFree(after)), ToMiB(rss_after),
          after.idle_drains - drains_start, after.background_ticks);
+  // What the quiet window starts with: the threads' caches hold objects,
+  // and the freed memory is still resident (whatever the slow paths of
+  // the threads already gave back while they ran).
+  EXPECT_GE(before.cached_bytes, 512 * kKiB);
+  EXPECT_GE(rss_before, rss_start + 24 * kMiB);
   if (expected) {
-    EXPECT_GT(after.idle_drains, drains_start);
-    EXPECT_LE(after.cached_bytes, kMiB);
+    // Drained while nobody called the allocator: every cache is empty,
+    // the spans went back, and the page heap returned the pages.
+    EXPECT_GT(after.idle_drains, before.idle_drains);
+    EXPECT_LE(after.cached_bytes, 64 * kKiB);
     EXPECT_LE(CommittedFree(after), 4 * kMiB);
     EXPECT_LE(rss_after, rss_start + 8 * kMiB)
         << "resident: start " << ToMiB(rss_start) << ", "
@@ -228,10 +256,14 @@ TEST(BackgroundThread, ForkChildStartsItsOwn) {
   const bool expected = Expected();
   ASSERT_EQ(WarmUp(), expected ? "running" : "off");
   const std::string failure = RunInChild(20, [&](ChildReport& r) {
-    const std::string first = Stats().background_thread;
-    r.Check(BackgroundTasks().empty(), "the child inherited a thread");
-    r.Check(first == (expected ? "pending" : "off"),
-            "child's state right after fork: %s", first.c_str());
+    // Before anything allocates: a malloc a tick after the fork could
+    // start the child's own thread.
+    const int threads = ThreadCount();
+    const char* first = Stats().background_thread;
+    r.Check(threads == 1, "the child has %d threads right after fork",
+            threads);
+    r.Check(strcmp(first, expected ? "pending" : "off") == 0,
+            "child's state right after fork: %s", first);
     const std::string state = WarmUp();
     r.Check(state == (expected ? "running" : "off"),
             "child's state after its slow paths: %s", state.c_str());
