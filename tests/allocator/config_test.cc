@@ -130,37 +130,29 @@ TEST_F(ConfigTest, ReleaseMethod) {
   }
 }
 
-TEST_F(ConfigTest, HugePages) {
-  Config c;
-  EXPECT_TRUE(c.huge_pages);
-  EXPECT_EQ(Load("CIDMALLOC_HUGE_PAGES", "off", &c), "");
-  EXPECT_FALSE(c.huge_pages);
-  EXPECT_EQ(Load("CIDMALLOC_HUGE_PAGES", "on", &c), "");
-  EXPECT_TRUE(c.huge_pages);
-  for (const char* bad : {"", "ON", "1", "yes", "off "}) {
-    SCOPED_TRACE(bad);
-    c.huge_pages = false;
-    ExpectWarning(Load("CIDMALLOC_HUGE_PAGES", bad, &c),
-                  "CIDMALLOC_HUGE_PAGES", bad);
-    ExpectDefaults(c);
-  }
-}
-
-// The two on/off knobs share their parser (LoadOnOff); each is checked
-// with its own default.
-TEST_F(ConfigTest, BackgroundThread) {
-  Config c;
-  EXPECT_FALSE(c.background_thread);
-  EXPECT_EQ(Load("CIDMALLOC_BACKGROUND_THREAD", "on", &c), "");
-  EXPECT_TRUE(c.background_thread);
-  EXPECT_EQ(Load("CIDMALLOC_BACKGROUND_THREAD", "off", &c), "");
-  EXPECT_FALSE(c.background_thread);
-  for (const char* bad : {"", "1", "true", "On"}) {
-    SCOPED_TRACE(bad);
-    c.background_thread = true;
-    ExpectWarning(Load("CIDMALLOC_BACKGROUND_THREAD", bad, &c),
-                  "CIDMALLOC_BACKGROUND_THREAD", bad);
-    ExpectDefaults(c);
+// The on/off knobs (one parser, LoadOnOff), each with its own default.
+TEST_F(ConfigTest, OnOffKnobs) {
+  struct Knob {
+    const char* name;
+    bool Config::*field;
+    bool default_value;
+  };
+  for (const Knob& k : {Knob{"CIDMALLOC_HUGE_PAGES", &Config::huge_pages, true},
+                        Knob{"CIDMALLOC_BACKGROUND_THREAD",
+                             &Config::background_thread, false}}) {
+    SCOPED_TRACE(k.name);
+    Config c;
+    EXPECT_EQ(c.*k.field, k.default_value);
+    EXPECT_EQ(Load(k.name, "off", &c), "");
+    EXPECT_FALSE(c.*k.field);
+    EXPECT_EQ(Load(k.name, "on", &c), "");
+    EXPECT_TRUE(c.*k.field);
+    for (const char* bad : {"", "ON", "1", "yes", "true", "off "}) {
+      SCOPED_TRACE(bad);
+      c.*k.field = !k.default_value;
+      ExpectWarning(Load(k.name, bad, &c), k.name, bad);
+      ExpectDefaults(c);
+    }
   }
 }
 

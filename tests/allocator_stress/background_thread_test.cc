@@ -45,27 +45,19 @@ bool Expected() {
   return expect == "running";
 }
 
-// Reads a small file of /proc into a string ("" if unreadable).
+// A small file of /proc as a string ("" if unreadable).
 std::string ReadProc(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
   char buf[4096];
-  const ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  const size_t n = ReadSmallFile(path.c_str(), buf, sizeof buf);
+  return std::string(buf, n);
 }
 
 // The process's thread count, from /proc/self/status, read without
 // allocating (a fork child checks it before anything could start its
 // background thread); 0 if unreadable.
 int ThreadCount() {
-  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[4096];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
+  if (ReadSmallFile("/proc/self/status", buf, sizeof buf) == 0) return 0;
   const char* at = strstr(buf, "\nThreads:");
   return at != nullptr ? atoi(at + strlen("\nThreads:")) : 0;
 }
@@ -112,23 +104,6 @@ std::string WarmUp() {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
   } while (std::chrono::steady_clock::now() < deadline);
   return state;
-}
-
-// Fills the caches: allocates kObjects small objects (each written) and
-// frees them in a random order.
-void AllocateAndFree(uint64_t seed) {
-  Rng rng(seed);
-  std::vector<void*> objs(kObjects);
-  for (void*& p : objs) {
-    const size_t size = rng.Range(16, 1024);
-    p = malloc(size);
-    ASSERT_NE(p, nullptr);
-    memset(p, 0x5a, size);
-  }
-  for (size_t i = objs.size(); i > 1; --i) {
-    std::swap(objs[i - 1], objs[rng.Below(i)]);
-  }
-  for (void* p : objs) free(p);
 }
 
 // Committed free bytes of the page heap (free and not returned to the OS).
@@ -192,7 +167,7 @@ TEST(BackgroundThread, QuietProcessGivesMemoryBack) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      AllocateAndFree(0xb6000000 + t);
+      AllocateAndFreeSmall(0xb6000000 + t, kObjects);
       done.Wait();
       parked.Wait();  // Parked, holding their IDs, while main waits.
     });

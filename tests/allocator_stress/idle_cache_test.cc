@@ -44,22 +44,6 @@ using namespace cidmalloc_stress;  // NOLINT
 constexpr int kThreads = 4;
 constexpr int kObjects = 20000;  // Per thread, 16 B - 1 KiB: ~10 MiB.
 
-// Allocates kObjects small objects (each written), frees them in a random
-// order.  The thread's cache keeps as many as its capacity allows.
-void FillCache(uint64_t seed) {
-  Rng rng(seed);
-  std::vector<void*> objs(kObjects);
-  for (void*& p : objs) {
-    const size_t size = rng.Range(16, 1024);
-    p = malloc(size);
-    ASSERT_NE(p, nullptr);
-    memset(p, 0x5a, size);
-  }
-  for (size_t i = objs.size(); i > 1; --i) {
-    std::swap(objs[i - 1], objs[rng.Below(i)]);
-  }
-  for (void* p : objs) free(p);
-}
 
 TEST(IdleCache, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
 
@@ -83,7 +67,7 @@ TEST(IdleCache, IdleIdsCachesGoBack) {
       if (apart) {
         EXPECT_TRUE(PinToCpu(cpus[1]));
       }
-      FillCache(0x1d1e0000 + t);
+      AllocateAndFreeSmall(0x1d1e0000 + t, kObjects);
       filled.Wait();
       done.Wait();  // Parked while main measures.
     });

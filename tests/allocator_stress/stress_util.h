@@ -99,19 +99,45 @@ using cidmalloc_testing::PinToCpu;
 
 // ---- Memory -------------------------------------------------------------------
 
-// Resident set size of the process in bytes, from /proc/self/statm (read
-// with open/read: no stdio buffer, no allocation).  0 if unreadable.
-inline size_t ResidentBytes() {
-  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+// Reads the start of a small file (of /proc) into buf, NUL-terminated,
+// with open/read: no stdio buffer, no allocation.  Returns the bytes read,
+// 0 if unreadable.
+inline size_t ReadSmallFile(const char* path, char* buf, size_t size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char buf[128];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  const ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n <= 0) return 0;
   buf[n] = '\0';
+  return static_cast<size_t>(n);
+}
+
+// Resident set size of the process in bytes, from /proc/self/statm,
+// without allocating.  0 if unreadable.
+inline size_t ResidentBytes() {
+  char buf[128];
+  if (ReadSmallFile("/proc/self/statm", buf, sizeof buf) == 0) return 0;
   unsigned long size = 0, resident = 0;
   if (sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Allocates `count` objects of 16 B - 1 KiB (each written) and frees them
+// in a random order: the calling thread's cache keeps as many as its
+// capacity allows.
+inline void AllocateAndFreeSmall(uint64_t seed, size_t count) {
+  Rng rng(seed);
+  std::vector<void*> objs(count);
+  for (void*& p : objs) {
+    const size_t size = rng.Range(16, 1024);
+    p = malloc(size);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x5a, size);
+  }
+  for (size_t i = objs.size(); i > 1; --i) {
+    std::swap(objs[i - 1], objs[rng.Below(i)]);
+  }
+  for (void* p : objs) free(p);
 }
 
 inline constexpr size_t kKiB = 1024;
