@@ -10,7 +10,8 @@
 // size, holding objects of one class laid out from its start.  So for an
 // object pointer p:  span base = p & ~span_mask,  and p is a valid object
 // start iff (p - base) is a multiple of size below limit, which one
-// multiplication decides (Lemire's divisibility test with `magic`).
+// multiplication and one comparison decide (IsObjectStart below, after
+// Lemire's divisibility test).
 #ifndef CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_
 #define CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_
 
@@ -29,7 +30,6 @@ inline constexpr uint32_t kMaxBatch = 32;
 struct SizeClassInfo {
   uint32_t size;         // Object size in bytes (multiple of 16).
   uint32_t span_bytes;   // Power of two in [64 KiB, 2 MiB].
-  uint64_t magic;        // ceil(2^64 / size).
   uint32_t limit;        // objects_per_span * size.
   uint16_t batch;        // Objects moved per front-end <-> central transfer.
   uint16_t max_capacity; // The most objects a front-end stack holds.
@@ -55,7 +55,6 @@ constexpr SizeClassInfo MakeClass(int cls) {
     span *= 2;
   }
   c.span_bytes = span;
-  c.magic = ~uint64_t{0} / c.size + 1;
   c.limit = (span / c.size) * c.size;
   // 16 KiB of objects a batch (32 at most, 2 at least): 32 KiB batches
   // held 0.5-1.2 MB more in the caches of small two-thread programs for no
@@ -113,11 +112,45 @@ inline int ClassOf(size_t size) {
   return kClasses.large_index[(size + 127) >> 7];
 }
 
+// free()'s object-start test, one multiplication and one comparison: for
+// an offset `off` in the span, off * magic (mod 2^64) is j * e for the
+// start of object j, where e = size * magic - 2^64 is in [1, size], and at
+// least magic (about 2^64 / size, far above any j * e) for any other
+// offset.  So off is the start of one of the span's `objects` objects iff
+// off * magic < objects * e.  magic is floor(2^64 / size) + 1, so that e
+// is not 0 for a power-of-two size.  16 bytes a class, one index shift.
+struct alignas(16) ObjectStartCheck {
+  uint64_t magic;
+  uint32_t span_mask;  // span_bytes - 1
+  uint32_t bound;      // objects * e
+};
+
+constexpr ObjectStartCheck MakeObjectStartCheck(const SizeClassInfo& c) {
+  ObjectStartCheck k{};
+  if (c.size == 0) return k;  // Class 0: bound 0, nothing is a start.
+  k.magic = ~uint64_t{0} / c.size + 1 + ((c.size & (c.size - 1)) == 0 ? 1 : 0);
+  const uint64_t e = uint64_t{c.size} * k.magic;  // mod 2^64
+  k.span_mask = c.span_bytes - 1;
+  k.bound = static_cast<uint32_t>((c.limit / c.size) * e);
+  return k;
+}
+
+struct ObjectStartTable {
+  ObjectStartCheck check[kNumClasses];
+};
+constexpr ObjectStartTable MakeObjectStartTable() {
+  ObjectStartTable t{};
+  for (int c = 0; c < kNumClasses; ++c) {
+    t.check[c] = MakeObjectStartCheck(kClasses.info[c]);
+  }
+  return t;
+}
+inline constexpr ObjectStartTable kObjectStarts = MakeObjectStartTable();
+
 // True iff p is the start of an object of class `cls` in its span.
 inline bool IsObjectStart(uintptr_t p, int cls) {
-  const SizeClassInfo& c = kClasses.info[cls];
-  const uint64_t off = p & (c.span_bytes - 1);
-  return off * c.magic < c.magic && off < c.limit;
+  const ObjectStartCheck& k = kObjectStarts.check[cls];
+  return (p & k.span_mask) * k.magic < k.bound;
 }
 
 }  // namespace cidmalloc::central

@@ -114,9 +114,20 @@ TEST(SizeClasses, SpansAndTransferParameters) {
     // At least 8 objects, and at most 1/32 of the span left over.
     EXPECT_GE(objects, 8u);
     EXPECT_LE(32u * (k.span_bytes - k.limit), k.span_bytes);
-    // magic == ceil(2^64 / size).
+    // The object-start test's entry: magic = floor(2^64 / size) + 1,
+    // e = size * magic - 2^64 in [1, size], bound = objects * e, and
+    // bound < magic (what keeps a non-start offset above the bound).
+    const cidmalloc::central::ObjectStartCheck& s =
+        cidmalloc::central::kObjectStarts.check[c];
     const unsigned __int128 two64 = static_cast<unsigned __int128>(1) << 64;
-    EXPECT_EQ(k.magic, static_cast<uint64_t>((two64 + k.size - 1) / k.size));
+    EXPECT_EQ(s.magic, static_cast<uint64_t>(two64 / k.size + 1));
+    const uint64_t e = static_cast<uint64_t>(
+        static_cast<unsigned __int128>(s.magic) * k.size - two64);
+    EXPECT_GE(e, 1u);
+    EXPECT_LE(e, k.size);
+    EXPECT_EQ(s.bound, objects * e);
+    EXPECT_LT(uint64_t{s.bound}, s.magic);
+    EXPECT_EQ(s.span_mask, k.span_bytes - 1);
     EXPECT_GE(k.batch, 2u);
     EXPECT_LE(k.batch, 32u);
     EXPECT_GE(k.max_capacity, k.batch);
