@@ -112,12 +112,26 @@ uint32_t DrainPickedLocked(Drain kind) {
   return drained;
 }
 
-// Whether any stack of `slab` holds an object (a recent value).
-bool HoldsObjects(void* slab) {
-  for (int c = 1; c < kNumClasses; ++c) {
-    if (StackOf(slab, kLayout.offset[c])->Count() != 0) return true;
-  }
-  return StackOf(slab, kLayout.remote_offset)->Count() != 0;
+// What an idle scan sees of `slab`'s stacks, from relaxed loads of their
+// top words: whether any holds an object, and a digest of all the top
+// words.  A pop or push changes its stack's top (unless a push puts back
+// the object just popped), so a slab whose threads only hit their caches,
+// and so count no slow-path events, still shows that it is in use between
+// two scans.
+struct TopsView {
+  bool holds_objects;
+  uint64_t digest;
+};
+TopsView ViewTops(void* slab) {
+  TopsView v{false, 0};
+  const auto add = [&v](const rseq::Stack* s) {
+    const uint64_t top = __atomic_load_n(&s->top, __ATOMIC_RELAXED);
+    v.holds_objects |= top != 0;
+    v.digest = (v.digest ^ top) * 0x9e3779b97f4a7c15ull;
+  };
+  for (int c = 1; c < kNumClasses; ++c) add(StackOf(slab, kLayout.offset[c]));
+  add(StackOf(slab, kLayout.remote_offset));
+  return v;
 }
 
 }  // namespace
@@ -147,8 +161,11 @@ uint32_t MaybeDrainIdle(uint64_t now) {
     if (slab == nullptr) continue;
     SlabHeader* hdr = HeaderOf(slab);
     const uint32_t events = hdr->events.load(std::memory_order_relaxed);
-    hdr->picked = events == hdr->events_seen && HoldsObjects(slab);
+    const TopsView tops = ViewTops(slab);
+    hdr->picked = events == hdr->events_seen &&
+                  tops.digest == hdr->tops_seen && tops.holds_objects;
     hdr->events_seen = events;
+    hdr->tops_seen = tops.digest;
     picked += hdr->picked;
   }
   const uint32_t drained =

@@ -35,8 +35,9 @@
 // left it to no one) would keep its objects, and their spans, for good.
 // Every CIDMALLOC_CACHE_IDLE_MS, the first slow path on any ID (or the
 // background thread, where CIDMALLOC_BACKGROUND_THREAD=on) scans the
-// slabs; one with no slow-path event since the previous scan is drained
-// like malloc_trim's (below) and its classes shrink back to one batch.
+// slabs; one with no slow-path event and no change of its stacks' tops
+// since the previous scan is drained like malloc_trim's (below) and its
+// classes shrink back to one batch.
 // The objects of both go straight to their spans, not to the transfer
 // caches.
 //
@@ -140,10 +141,12 @@ struct SlabHeader {
   // Classes ever granted a capacity (bit c of word c / 64): their stacks
   // have been written (Stats::slab_bytes).
   std::atomic<uint64_t> used_classes[(central::kNumClasses + 63) / 64];
-  // Under g_lock (slab_store.h): `events` at the last idle scan, and
-  // whether the drain under way picked this slab.
+  // Under g_lock (slab_store.h): `events` and the digest of the stack tops
+  // at the last idle scan (drain.cc), and whether the drain under way
+  // picked this slab.
   uint32_t events_seen;
   bool picked;
+  uint64_t tops_seen;
 };
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 

@@ -22,7 +22,7 @@ extern const os::Config* g_config;
 // g_lock guards slab creation and g_store: g_store[id] owns the slab of id
 // whether or not it is published in g_slabs at the moment.  It also guards
 // the drains (DrainAll, MaybeDrainIdle, OnSoftIdExit), each header's
-// events_seen and picked, and g_idle_drains.
+// events_seen, tops_seen and picked, and g_idle_drains.
 extern os::SpinLock g_lock;
 extern void* g_store[kMaxIds];
 extern uint64_t g_idle_drains;
