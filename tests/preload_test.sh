@@ -11,7 +11,8 @@
 # (compile a generated C file; binary and its output), git (a 200-file
 # repository: commit, log, gc, fsck), sort (~50 MB) and perl (a big hash).
 # python3 and sort run again under glibc.pthread.rseq=0 (cidmalloc registers
-# rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none. Further checks: the
+# rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, and every program again
+# with the background thread on and ticking every millisecond. Further checks: the
 # "cidmalloc: mode" line proves the library is in use and honours the
 # forced modes; //tests/preload:static_link (cc_binary malloc =
 # "//:cidmalloc") in every mode; `./cidmalloc run` (a command and the demo);
@@ -374,6 +375,28 @@ check_in_use() {
     { say "no allocations counted"; return 1; }
 }
 
+# check_background_running: under the current VARIANT (the background
+# thread on, with periods of a few ms), a python3 that allocates across a
+# few ticks reports the thread running in its summary.
+check_background_running() {
+  need "$PY" || return
+  local err="$TMP/bg.err" rc=0
+  pre CIDMALLOC_STATS=1 "$PY" -c '
+import time
+for i in range(20):
+    x = [bytes(j % 300) for j in range(20000)]
+    time.sleep(0.005)
+print(len(x))' >"$TMP/bg.out" 2>"$err" || rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "python3 with the background thread"
+    tail -n 5 "$err" >&2
+    return 1
+  fi
+  say "$(grep 'background thread' "$err")"
+  grep -qE 'background thread running \([1-9][0-9]* ticks\)' "$err" ||
+    { say "the summary does not show the thread running"; return 1; }
+}
+
 # rank MODE: cid > cpu > none.
 rank() { case "$1" in cid) echo 2 ;; cpu) echo 1 ;; *) echo 0 ;; esac; }
 
@@ -616,6 +639,20 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] python3 PYTHONMALLOC=malloc" check_python malloc
   check "[$variant] sort 50 MB" check_sort
 done
+VARIANT=()
+
+# The background thread, ticking every millisecond (periods of 2 ms): it
+# starts in each of these programs (and in the children gcc and git fork)
+# and drains and releases among their allocations.
+VARIANT=(CIDMALLOC_BACKGROUND_THREAD=on CIDMALLOC_CACHE_IDLE_MS=2
+  CIDMALLOC_RELEASE_DELAY_MS=2)
+check "[background thread] running" check_background_running
+check "[background thread] python3 dict/sort/join/hash" check_python
+check "[background thread] python3 PYTHONMALLOC=malloc" check_python malloc
+check "[background thread] gcc compiles and runs a generated C file" check_gcc
+check "[background thread] git init/add/commit/log/gc/fsck, 200 files" check_git
+check "[background thread] sort 50 MB" check_sort
+check "[background thread] perl big hash" check_perl
 VARIANT=()
 
 check "static link (malloc = \"//:cidmalloc\"), every mode" check_static
