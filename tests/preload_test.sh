@@ -289,6 +289,8 @@ check_git() {
     GIT_AUTHOR_DATE="2024-01-01T00:00:00Z" GIT_COMMITTER_DATE="2024-01-01T00:00:00Z"
   )
   mkdir -p "$TMP/git-home"
+  # Fresh repositories each time: the check runs once per variant.
+  rm -rf "$TMP/git-base" "$TMP/git-pre"
   local rc=0
   (export "${env[@]}"; git_session base "$TMP/git-base") \
     >"$TMP/git.base" 2>"$TMP/git.base.err" || rc=$?
