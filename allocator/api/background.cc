@@ -86,18 +86,28 @@ int CreateThread() {
   return err;
 }
 
-}  // namespace
-
-void BackgroundInit(const os::Config* config) {
-  g_tick_ms = config->background_thread ? TickMs(*config) : 0;
+// "Pending", with the first start allowed one tick from now (at start-up,
+// and again in a fork child); "off" if the clock cannot be read.
+void ArmStart() {
   const uint64_t now = os::MonotonicMs();
-  if (g_tick_ms == 0 || now == 0) {
+  if (now == 0) {
     g_background_state.store(BackgroundState::kOff, std::memory_order_relaxed);
     return;
   }
   g_start_ms.store(now + g_tick_ms, std::memory_order_relaxed);
   g_background_state.store(BackgroundState::kPending,
                            std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void BackgroundInit(const os::Config* config) {
+  g_tick_ms = config->background_thread ? TickMs(*config) : 0;
+  if (g_tick_ms == 0) {
+    g_background_state.store(BackgroundState::kOff, std::memory_order_relaxed);
+    return;
+  }
+  ArmStart();
 }
 
 void StartBackgroundIfDue() {
@@ -131,11 +141,8 @@ void BackgroundForkChild() {
   const BackgroundState s = g_background_state.load(std::memory_order_relaxed);
   if (s == BackgroundState::kOff || s == BackgroundState::kFailed) return;
   front_end::SetIdleScanner(front_end::IdleScanner::kSlowPaths);
-  const uint64_t now = os::MonotonicMs();
-  g_start_ms.store(now + g_tick_ms, std::memory_order_relaxed);
   g_ticks.store(0, std::memory_order_relaxed);
-  g_background_state.store(BackgroundState::kPending,
-                           std::memory_order_relaxed);
+  ArmStart();
 }
 
 const char* BackgroundStateName(BackgroundState s) {

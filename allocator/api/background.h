@@ -23,10 +23,9 @@
 // a second thread.  The call goes to whatever pthread_create the process
 // resolves: a wrapper (a profiler's) that waits for a lock its caller's
 // malloc holds would deadlock, as it would with any allocator that starts
-// a thread.  The thread blocks every
-// signal, is detached and is called "cidmalloc-bg".  If it cannot be
-// created (seccomp, RLIMIT_NPROC), a one-line warning says so and the slow
-// paths keep doing the work.
+// a thread.  The thread blocks every signal, is detached and is called
+// "cidmalloc-bg".  If it cannot be created (seccomp, RLIMIT_NPROC), a
+// one-line warning says so and the slow paths keep doing the work.
 //
 // fork: the child has no background thread.  Its state goes back to
 // "pending" and the slow paths scan again, so a child that lives on starts

@@ -186,7 +186,9 @@ cidmalloc_get_stats_sized(struct cidmalloc_stats* out, size_t size) {
   cidmalloc_get_stats(&all);
   const size_t filled = size < sizeof(all) ? size : sizeof(all);
   memcpy(out, &all, filled);
-  if (size > filled) memset(reinterpret_cast<char*>(out) + filled, 0, size - filled);
+  if (size > filled) {
+    memset(reinterpret_cast<char*>(out) + filled, 0, size - filled);
+  }
   return filled;
 }
 

@@ -76,17 +76,28 @@ std::vector<std::string> BackgroundTasks() {
   return found;
 }
 
+// Calls done() every `step` until it returns true or `limit` has passed;
+// returns its last result.
+template <typename Done>
+bool PollUntil(std::chrono::milliseconds step, std::chrono::seconds limit,
+               Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+}
+
 // BackgroundTasks() once it has `n` entries, or after 5 s: the thread
 // names itself when it first runs, which may come after its creator
 // reported it running.
 std::vector<std::string> WaitForBackgroundTasks(size_t n) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  std::vector<std::string> tasks = BackgroundTasks();
-  while (tasks.size() != n && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::vector<std::string> tasks;
+  PollUntil(std::chrono::milliseconds(10), std::chrono::seconds(5), [&] {
     tasks = BackgroundTasks();
-  }
+    return tasks.size() == n;
+  });
   return tasks;
 }
 
@@ -94,15 +105,12 @@ std::vector<std::string> WaitForBackgroundTasks(size_t n) {
 // "pending" (the thread starts at the first slow path a tick after
 // start-up), at most 5 s.  Returns the state.
 std::string WarmUp() {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(5);
   std::string state;
-  do {
+  PollUntil(std::chrono::milliseconds(30), std::chrono::seconds(5), [&] {
     RunSlowPaths();
     state = Stats().background_thread;
-    if (state != "pending" && state != "starting") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  } while (std::chrono::steady_clock::now() < deadline);
+    return state != "pending" && state != "starting";
+  });
   return state;
 }
 
@@ -146,12 +154,8 @@ TEST(BackgroundThread, StartsOnceWithSignalsBlocked) {
   EXPECT_EQ(BackgroundTasks().size(), 1u);
   // It ticks (within 10 s: a tick is 25 ms).
   const uint64_t ticks = Stats().background_ticks;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Stats().background_ticks == ticks &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  PollUntil(std::chrono::milliseconds(10), std::chrono::seconds(10),
+            [&] { return Stats().background_ticks != ticks; });
   EXPECT_GT(Stats().background_ticks, ticks) << "the thread does not tick";
 }
 
