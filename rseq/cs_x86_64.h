@@ -101,6 +101,13 @@
   "movq %[idoff], %q[id]\n\t"          /* id = ID field offset */         \
   "movzwl %%fs:(%q[id]), %k[id]\n\t"   /* id = (uint16) cid / cpu */
 
+// id = low 16 bits of area->mm_cid, read through the area offset that the
+// arming code left in the id register: CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE without
+// its load of the ID-field offset.  Cid mode only (IdBound::kWideMmCid).
+#define CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE                                \
+  "movzwl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID)                  \
+  "(%q[id]), %k[id]\n\t"               /* id = (uint16) area->mm_cid */
+
 // s = table[id]; if (s == NULL) goto fail; s += offset
 #define CIDMALLOC_RSEQ_CS_LOAD_STACK                                      \
   "movq (%[table], %q[id], 8), %[s]\n\t" /* s = table[id] */             \
@@ -131,6 +138,10 @@
 #define CIDMALLOC_RSEQ_CS_CHECK_NODE                                       \
   "cmpl %[node], %%eax\n\t"            /* if (eax != node) */             \
   "jne %l[fail]\n\t"                   /*   goto fail */
+
+// The wide mm_cid sections' only shared operand (PopMmCid, PushMmCid).
+#define CIDMALLOC_RSEQ_CS_AREA_INPUT \
+  [area] "m"(::cidmalloc::rseq::g_process.area_offset)
 
 // Memory operands only: a section that does not use one costs nothing.
 #define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
@@ -293,13 +304,16 @@
                                        /* commit: s->capacity = c */         \
   "5:\n\t"
 
-// The raw, the wide raw (Pop and Push only) and the node-qualified
-// instantiation of an operation: one `asm volatile goto` each, with the
+// The raw, the wide raw and wide mm_cid (Pop and Push only) and the
+// node-qualified instantiation of an operation: one `asm volatile goto` each, with the
 // same operands.
 #define CIDMALLOC_RSEQ_RAW_ASM(body) \
   body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
 #define CIDMALLOC_RSEQ_WIDE_ASM(body) \
   body(CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE, CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM("id"))
+#define CIDMALLOC_RSEQ_MM_CID_ASM(body)         \
+  body(CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE,      \
+       CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM("id"))
 #define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
   body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
        CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
@@ -352,11 +366,63 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
   }
 }
 
+// The wide mm_cid pop and push (IdBound::kWideMmCid): the allocator's
+// inline fast paths.  An abort fails them like any other failure (the
+// caller's slow path tries again) instead of restarting them: with no
+// restart loop, GCC addresses g_process.area_offset RIP-relative, where
+// it hoisted g_process's address out of the loop into a register (a
+// `lea` more, and a register more live).  One operand of g_process only,
+// for the same reason.
+__attribute__((always_inline)) inline bool PopMmCid(void* const* table,
+                                                    uintptr_t offset,
+                                                    void** item) {
+  uint64_t id, n;
+  uintptr_t s;
+  void* v;
+  asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_POP_ASM)
+                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
+                      [v] CIDMALLOC_RSEQ_POP_V(v)
+                    : CIDMALLOC_RSEQ_CS_AREA_INPUT, [table] "r"(table),
+                      [offset] "r"(offset)
+                    : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"
+                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+  *item = v;
+  return true;
+abort:
+fail:
+  CIDMALLOC_RSEQ_FAIL_BARRIER();
+  return false;
+  CIDMALLOC_RSEQ_MISMATCH_HANDLER
+}
+
+__attribute__((always_inline)) inline bool PushMmCid(void* const* table,
+                                                     uintptr_t offset,
+                                                     void* item) {
+  uint64_t id, n;
+  uintptr_t s;
+  asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
+                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
+                    : CIDMALLOC_RSEQ_CS_AREA_INPUT, [table] "r"(table),
+                      [offset] "r"(offset), [item] "r"(item)
+                    : "rax", "memory", "cc"
+                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+  return true;
+abort:
+fail:
+  CIDMALLOC_RSEQ_FAIL_BARRIER();
+  return false;
+  CIDMALLOC_RSEQ_MISMATCH_HANDLER
+}
+
 // Pops the top of the stack into *item.
 template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kChecked>
 __attribute__((always_inline)) inline bool Pop(void* const* table,
                                                uintptr_t offset,
                                                void** item) {
+  if constexpr (B == IdBound::kWideMmCid) {
+    static_assert(K == IdKind::kRaw);
+    return PopMmCid(table, offset, item);
+  }
   for (;;) {
     uint64_t id, n;
     uintptr_t s;
@@ -396,6 +462,11 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
                                                 uintptr_t offset,
                                                 void* item,
                                                 int32_t node = 0) {
+  if constexpr (B == IdBound::kWideMmCid) {
+    static_assert(K == IdKind::kRaw);
+    (void)node;
+    return PushMmCid(table, offset, item);
+  }
   for (;;) {
     uint64_t id, n;
     uintptr_t s;

@@ -66,6 +66,13 @@ extern volatile uint32_t
   "movq %[idoff], %%rax\n\t"                             \
   "cmpw %%fs:(%%rax), %w[" id_operand "]\n\t"            \
   "jne %l[mismatch]\n\t"
+// The same for the wide mm_cid sections:
+//   rax = area; if ((uint16) area->mm_cid != id) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand)          \
+  "movq %[area], %%rax\n\t"                                        \
+  "cmpw %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID) "(%%rax), %w[" \
+  id_operand "]\n\t"                                                \
+  "jne %l[mismatch]\n\t"
 // The same for node-qualified IDs (id = node_id * cid_stride + mm_cid),
 // after the section's last use of the id register, which it overwrites:
 //   rax = area; id -= area->mm_cid; eax = area->node_id * cid_stride;
@@ -85,6 +92,7 @@ extern volatile uint32_t
 #else
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
 #define CIDMALLOC_RSEQ_MISMATCH_LABELS
 #define CIDMALLOC_RSEQ_MISMATCH_HANDLER

@@ -284,6 +284,12 @@ inline bool RawIdsBelowNumRseqIds() {
          g_process.possible_cpus <= g_process.num_rseq_ids;
 }
 
+// True when the wide mm_cid sections (IdBound::kWideMmCid) are correct too:
+// RawIdsBelowNumRseqIds() in cid mode, whose ID field is mm_cid.
+inline bool RawIdIsMmCid() {
+  return RawIdsBelowNumRseqIds() && g_process.mode == Mode::kCid;
+}
+
 // The raw-ID critical sections alone, without even the ID-kind check: only
 // for a caller that knows the kind is kRaw (the allocator keeps that in one
 // flag with its other fast-path conditions) and RawIdsBelowNumRseqIds().
@@ -295,7 +301,9 @@ inline bool RawIdsBelowNumRseqIds() {
 // node-qualified sections, for a caller that knows the kind is that; they
 // check their bounds, and any table of NumIds() entries will do.
 // B = IdBound::kChecked gives the raw sections with the bound check
-// (TryPop / TryPush below).
+// (TryPop / TryPush below); B = IdBound::kWideMmCid the wide sections that
+// read mm_cid at its place in the area, for a caller that also knows
+// RawIdIsMmCid().
 template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kWideTable>
 inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
 #if CIDMALLOC_RSEQ_X86_64

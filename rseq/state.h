@@ -50,7 +50,11 @@ enum class IdKind : uint8_t { kNone = 0, kRaw = 1, kNodeQualified = 2 };
 //   kWideTable  none: the ID's low 16 bits index a table of kWideTableIds
 //               entries, null wherever no thread's ID can be (rseq.h,
 //               PopUnchecked).
-enum class IdBound : uint8_t { kChecked, kWideTable };
+//   kWideMmCid  as kWideTable, with the ID read from mm_cid at its fixed
+//               place in the area, addressed from the area offset that
+//               arms the section: one load fewer (no ID-field offset).
+//               Only in cid mode, where mm_cid is the ID field.
+enum class IdBound : uint8_t { kChecked, kWideTable, kWideMmCid };
 
 // Who registered the calling threads' rseq areas.
 enum class Registration : uint8_t { kNone = 0, kGlibc = 1, kOwn = 2 };

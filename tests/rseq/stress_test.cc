@@ -146,15 +146,25 @@ __thread HandlerState t_handler;
 // Pop and Push, first trying the allocator's inline fast-path sections
 // when `owner_first`: the owner-protocol operations (none mode) or, with
 // raw rseq IDs, PopUnchecked / PushUnchecked on the wide table (their own
-// instructions: the ID's low 16 bits, no bound check).  Elsewhere those
-// fail at once.  A failed attempt leaves everything as it was, so the full
-// operation follows.
+// instructions: the ID's low 16 bits, no bound check), every other time
+// in cid mode the mm_cid variant (IdBound::kWideMmCid: the allocator's
+// inline sections, which an abort fails instead of restarting).  Elsewhere
+// those fail at once.  A failed attempt leaves everything as it was, so
+// the full operation follows.
+__thread unsigned t_flip;
+bool UseMmCid() { return rs::RawIdIsMmCid() && (++t_flip & 1) != 0; }
+
 void* PopMaybeOwner(void* const* table, uintptr_t off, bool owner_first) {
   void* item;
   if (owner_first) {
     if (rs::SoftOwnerPop(table, off, &item)) return item;
-    if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
-        rs::PopUnchecked(table, off, &item)) {
+    if (UseMmCid()) {
+      if (rs::PopUnchecked<rs::IdKind::kRaw, rs::IdBound::kWideMmCid>(
+              table, off, &item)) {
+        return item;
+      }
+    } else if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
+               rs::PopUnchecked(table, off, &item)) {
       return item;
     }
   }
@@ -164,8 +174,13 @@ bool PushMaybeOwner(void* const* table, uintptr_t off, void* item,
                     bool owner_first) {
   if (owner_first) {
     if (rs::SoftOwnerPush(table, off, item)) return true;
-    if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
-        rs::PushUnchecked(table, off, item)) {
+    if (UseMmCid()) {
+      if (rs::PushUnchecked<rs::IdKind::kRaw, rs::IdBound::kWideMmCid>(
+              table, off, item)) {
+        return true;
+      }
+    } else if (rs::CurrentIdKind() == rs::IdKind::kRaw &&
+               rs::PushUnchecked(table, off, item)) {
       return true;
     }
   }

@@ -33,12 +33,17 @@ set -euo pipefail
 # probe_pop_wide 16, probe_push_wide 18 (12, 14).  Each budget allows two
 # more.  (The stacks linked through their items, 1642954, added one to
 # each pop, for the item mask, and two to each push, for the new top word.)
+# The cid-mode inline sections (IdBound::kWideMmCid: mm_cid read through
+# the area offset, no ID-field offset load, no restart loop)
+# probe_pop_mm_cid 14, probe_push_mm_cid 16 (11, 13).
 declare -A BUDGET=(
   [probe_pop]=22
   [probe_push]=24
   [probe_counter_add]=14
   [probe_pop_wide]=18
   [probe_push_wide]=20
+  [probe_pop_mm_cid]=16
+  [probe_push_mm_cid]=18
 )
 
 # Stores to memory inside the critical section (start_ip..commit): the
@@ -51,6 +56,8 @@ declare -A STORES=(
   [probe_counter_add]=1
   [probe_pop_wide]=1
   [probe_push_wide]=2
+  [probe_pop_mm_cid]=1
+  [probe_push_mm_cid]=2
 )
 
 die() {

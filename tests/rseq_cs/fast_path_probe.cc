@@ -41,6 +41,25 @@ bool probe_push_wide(void* const* table, uintptr_t offset, void* item) {
   return cidmalloc::rseq::PushUnchecked(table, offset, item);
 }
 
+// The allocator's inline fast paths' sections in cid mode: the wide ones
+// with mm_cid read at its place in the area (IdBound::kWideMmCid).
+PROBE(probe_pop_mm_cid)
+void* probe_pop_mm_cid(void* const* table, uintptr_t offset) {
+  void* item;
+  return cidmalloc::rseq::PopUnchecked<cidmalloc::rseq::IdKind::kRaw,
+                                       cidmalloc::rseq::IdBound::kWideMmCid>(
+             table, offset, &item)
+             ? item
+             : nullptr;
+}
+
+PROBE(probe_push_mm_cid)
+bool probe_push_mm_cid(void* const* table, uintptr_t offset, void* item) {
+  return cidmalloc::rseq::PushUnchecked<cidmalloc::rseq::IdKind::kRaw,
+                                        cidmalloc::rseq::IdBound::kWideMmCid>(
+      table, offset, item);
+}
+
 PROBE(probe_counter_add) void probe_counter_add(uintptr_t base, int64_t delta) {
   cidmalloc::rseq::CounterAdd(base, delta);
 }
@@ -75,6 +94,8 @@ PROBE_BOUNDS(probe_push)
 PROBE_BOUNDS(probe_counter_add)
 PROBE_BOUNDS(probe_pop_wide)
 PROBE_BOUNDS(probe_push_wide)
+PROBE_BOUNDS(probe_pop_mm_cid)
+PROBE_BOUNDS(probe_push_mm_cid)
 }
 
 namespace {
@@ -144,6 +165,10 @@ int main() {
                         __stop_sec_probe_pop_wide, base) == 0;
   missing += PrintProbe("probe_push_wide", __start_sec_probe_push_wide,
                         __stop_sec_probe_push_wide, base) == 0;
+  missing += PrintProbe("probe_pop_mm_cid", __start_sec_probe_pop_mm_cid,
+                        __stop_sec_probe_pop_mm_cid, base) == 0;
+  missing += PrintProbe("probe_push_mm_cid", __start_sec_probe_push_mm_cid,
+                        __stop_sec_probe_push_mm_cid, base) == 0;
   if (missing != 0) {
     fprintf(stderr, "fast_path_probe: %d probe(s) without a descriptor\n",
             missing);

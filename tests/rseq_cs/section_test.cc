@@ -63,6 +63,8 @@ CS_BOUNDS(const char, sec_cs_pop)
 CS_BOUNDS(const char, sec_cs_push)
 CS_BOUNDS(const char, sec_cs_pop_wide)
 CS_BOUNDS(const char, sec_cs_push_wide)
+CS_BOUNDS(const char, sec_cs_pop_mm_cid)
+CS_BOUNDS(const char, sec_cs_push_mm_cid)
 CS_BOUNDS(const char, sec_cs_pop_batch)
 CS_BOUNDS(const char, sec_cs_push_batch)
 CS_BOUNDS(const char, sec_cs_cpu_node)
@@ -104,6 +106,18 @@ CS_PROBE(sec_cs_push_wide)
 bool PushWide(void* const* table, uintptr_t offset, void* item) {
   return cs::Push<::cidmalloc::rseq::IdKind::kRaw, ::cidmalloc::rseq::IdBound::kWideTable>(
       table, offset, item);
+}
+
+// The allocator's inline fast paths' sections (cid mode: mm_cid at its
+// place in the area, addressed from the area offset).
+CS_PROBE(sec_cs_pop_mm_cid)
+bool PopMmCid(void* const* table, uintptr_t offset, void** item) {
+  return cs::PopMmCid(table, offset, item);
+}
+
+CS_PROBE(sec_cs_push_mm_cid)
+bool PushMmCid(void* const* table, uintptr_t offset, void* item) {
+  return cs::PushMmCid(table, offset, item);
 }
 
 CS_PROBE(sec_cs_pop_batch)
@@ -149,6 +163,10 @@ std::vector<Kind> Kinds() {
       {"pop_wide", __start_sec_cs_pop_wide, __stop_sec_cs_pop_wide,
        Ending::kCommitStore},
       {"push_wide", __start_sec_cs_push_wide, __stop_sec_cs_push_wide,
+       Ending::kCommitStore},
+      {"pop_mm_cid", __start_sec_cs_pop_mm_cid, __stop_sec_cs_pop_mm_cid,
+       Ending::kCommitStore},
+      {"push_mm_cid", __start_sec_cs_push_mm_cid, __stop_sec_cs_push_mm_cid,
        Ending::kCommitStore},
       {"pop_batch", __start_sec_cs_pop_batch, __stop_sec_cs_pop_batch,
        Ending::kCommitStore},
@@ -566,6 +584,13 @@ TEST_F(RseqCsOps, Probes) {
     }
     void* w = nullptr;
     taken += probes::PopWide(wide.data(), 0, &w);
+    // The mm_cid sections: cid mode only (in cpu mode mm_cid is no ID).
+    if (r::RawIdIsMmCid()) {
+      for (int i = 0; i < 2; ++i) {
+        stored += probes::PushMmCid(wide.data(), 0, Item());
+      }
+      taken += probes::PopMmCid(wide.data(), 0, &w);
+    }
     for (int i = 0; i < 4; ++i) stored += probes::Push(t, 0, Item());
     void* in[4] = {Item(), Item(), Item(), Item()};
     stored += probes::PushBatch(t, 0, in, 4);
