@@ -76,10 +76,15 @@ void DoInit() {
   uint8_t fast = 0;
   if (!g_counting) {
     if (rseq::CurrentIdKind() == rseq::IdKind::kRaw) {
-      // The inline sections index g_slabs with the raw ID unchecked.
-      if (rseq::RawIdsBelowNumRseqIds()) {
+      // The inline sections index g_slabs with the raw ID unchecked, and
+      // read it from mm_cid: cid mode only.  Cpu mode's raw sections, on
+      // the full slow paths, read cpu_id through the ID field's offset.
+      if (rseq::RawIdIsMmCid()) {
         fast = kFastAlloc;
         if (one_node) fast |= kFastFree;
+      } else if (rseq::RawIdsBelowNumRseqIds()) {
+        fast = kFastCpu;
+        if (one_node) fast |= kFastCpuFree;
       }
     } else if (rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified) {
       fast = kFastQualified;
@@ -210,34 +215,48 @@ void FreeSlow(void* ptr) noexcept {
   page_heap::FreeLarge(chunk, p);
 }
 
-void FreeSmallSlow(int cls, void* p) noexcept {
-  // The span tag again (two loads the inline path just made, so L1 hits):
-  // passing it instead of the class changed the inline path's registers,
-  // and that alone made random-size pairs 10-20 % slower on this machine.
-  // The node-qualified push fails unless the thread runs on the object's
-  // node, so a remote object goes on to the full path.
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified)) {
-    const uint32_t tag =
-        page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
-    if (CIDMALLOC_LIKELY(front_end::TryFreeAt<rseq::IdKind::kNodeQualified>(
-            central::TagPayload(tag), p, central::TagNode(tag)))) {
-      return;
-    }
+void FreeNotSmallStart(void* p) noexcept {
+  if (central::ClassOfAddress(reinterpret_cast<uintptr_t>(p)) == 0) {
+    return FreeSlow(p);
   }
-  return FreeSmallFull(cls, p);
+  return InvalidPointer("free(): invalid pointer (not the start of an object)",
+                        p);
 }
 
-void FreeSmallFull(int cls, void* p) noexcept {
+void FreeSmallUnmarked(void* p) noexcept {
+  uintptr_t* words = static_cast<uintptr_t*>(p);
+  const uintptr_t mark = FreeMark(reinterpret_cast<uintptr_t>(p), g_state);
+  if (CIDMALLOC_UNLIKELY(words[1] == mark)) return DoubleFree("free()", p);
+  words[1] = mark;
+  return FreeSmallSlow(p);
+}
+
+void FreeSmallSlow(void* p) noexcept {
+  // The span tag again (two loads the inline path just made, so L1 hits):
+  // free()'s inline path then keeps neither the tag nor the class live for
+  // its slow paths (passing either cost it a register copy).  The
+  // node-qualified push fails unless the thread runs on the object's node,
+  // so a remote object goes on to the full path.
+  const uint32_t tag = page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified) &&
+      CIDMALLOC_LIKELY(front_end::TryFreeAt<rseq::IdKind::kNodeQualified>(
+          central::TagPayload(tag), p, central::TagNode(tag)))) {
+    return;
+  }
+  return FreeSmallFull(p, central::TagClass(tag));
+}
+
+void FreeSmallFull(void* p, int cls) noexcept {
   // None mode's fast path (see AllocSmallFull).
   if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
       CIDMALLOC_LIKELY(
           front_end::TryFreeSoft(front_end::kLayout.offset[cls], p))) {
     return;
   }
-  return FreeSmallMiss(cls, p);
+  return FreeSmallMiss(p, cls);
 }
 
-void FreeSmallMiss(int cls, void* p) noexcept {
+void FreeSmallMiss(void* p, int cls) noexcept {
   EnsureInit();
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(addr);

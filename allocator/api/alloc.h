@@ -37,7 +37,10 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 
 // Which fast paths may run, set once at the end of initialisation (0
 // before it, so the first call of each kind initialises):
-//   kFastAlloc      raw rseq IDs (cid or cpu mode), and not counting;
+//   kFastAlloc      raw rseq IDs in cid mode, and not counting: the inline
+//                   sections read mm_cid at its place in the rseq area
+//                   (front_end::TryAllocCid), one load fewer than through
+//                   the ID field's offset;
 //   kFastFree       kFastAlloc, and one NUMA node (with several, free must
 //                   check the object's node, which the slow path does);
 //   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
@@ -47,11 +50,19 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 //                   paths start with the owner protocol's pop and push on
 //                   the thread's own soft ID (rseq/soft_ids.h), which fail
 //                   where the protocol is off.
+//   kFastCpu        raw rseq IDs in cpu mode (kernels before 6.3, or
+//                   CIDMALLOC_RSEQ_MODE=cpu), and not counting: the inline
+//                   paths run the wide sections on cpu_id (through the ID
+//                   field's offset), placed after the cid path's ret, one
+//                   branch away;
+//   kFastCpuFree    kFastCpu and one node, for free (see kFastFree).
 enum FastPath : uint8_t {
   kFastAlloc = 1,
   kFastFree = 2,
   kFastQualified = 4,
   kFastSoft = 8,
+  kFastCpu = 16,
+  kFastCpuFree = 32,
 };
 
 // The fast-path flags and the free cookie's secret share one word, so that
@@ -86,21 +97,37 @@ CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align,
                                     bool clear) noexcept;
 CIDMALLOC_NOINLINE void FreeSlow(void* p) noexcept;
-CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(int cls,
-                                                          void* p) noexcept;
-CIDMALLOC_NOINLINE void FreeSmallFull(int cls, void* p) noexcept;
-CIDMALLOC_NOINLINE void FreeSmallMiss(int cls, void* p) noexcept;
+// free()'s object-start test failed: class 0 (no span tag) goes on to
+// FreeSlow, any other class is an invalid pointer.
+CIDMALLOC_NOINLINE void FreeNotSmallStart(void* p) noexcept;
+// kFastFree is off: the double-free check and mark, then FreeSmallSlow.
+CIDMALLOC_NOINLINE void FreeSmallUnmarked(void* p) noexcept;
+CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(void* p) noexcept;
+CIDMALLOC_NOINLINE void FreeSmallFull(void* p, int cls) noexcept;
+CIDMALLOC_NOINLINE void FreeSmallMiss(void* p, int cls) noexcept;
 // Report and abort.  Not declared [[noreturn]] so that the fast path
 // reaches them by a tail jump, without keeping its stack aligned for a call.
 CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p) noexcept;
 CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 
 // The pop alone: false when the fast path is off or the stack is empty.
-__attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
+// Cpu mode's pop (the wide section on cpu_id) is inline too, placed after
+// the function's hot path: off the cid path but for the branch's target.
+__attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
                                                      void** p) {
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastAlloc) &&
-      CIDMALLOC_LIKELY(front_end::TryAllocAt(stack_offset, p))) {
-    static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastAlloc)) {
+    if (CIDMALLOC_LIKELY(front_end::TryAllocCid(stack_offset, p))) {
+      static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
+      return true;
+    }
+    return false;
+  }
+  // g_state again: a compiler barrier keeps GCC from sharing one load of
+  // it with the test above, which then stays one `testb` with the memory
+  // operand (shared, it was a load and a test).
+  asm volatile("" ::: "memory");
+  if ((FastFlags() & kFastCpu) && front_end::TryAllocAt(stack_offset, p)) {
+    static_cast<uintptr_t*>(*p)[1] = 0;
     return true;
   }
   return false;
@@ -112,10 +139,10 @@ __attribute__((always_inline)) inline bool PopCached(uint32_t stack_offset,
 // section does not look it up again.
 template <typename ClassFn>
 __attribute__((always_inline)) inline void* AllocFromStack(
-    uint32_t stack_offset, ClassFn cls) {
+    uintptr_t stack_offset, ClassFn cls) {
   void* p;
   if (CIDMALLOC_LIKELY(PopCached(stack_offset, &p))) return p;
-  return AllocSmallSlow(stack_offset, cls());
+  return AllocSmallSlow(static_cast<uint32_t>(stack_offset), cls());
 }
 
 // An object of class `cls` from the cache, else from the slow path.
@@ -168,41 +195,53 @@ enum class StackOf : uint8_t {
 // slow path with the tag's class, so a wrong size cannot misfile an object.
 template <StackOf kStack>
 __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
-                                                         uint32_t hint) {
+                                                         uintptr_t hint) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Two dependent loads give the class, the node and the stack offset (the
   // span map); nothing else on the way to the push depends on the pointer.
   const uint32_t tag = page_heap::LookupSpanTag(p);
-  if (CIDMALLOC_UNLIKELY(tag == 0)) return FreeSlow(ptr);
   const int cls = central::TagClass(tag);
+  // No tag (class 0: a large allocation, null, or not ours) fails the
+  // object-start test too, which then needs no branch of its own.
   if (CIDMALLOC_UNLIKELY(!central::IsObjectStart(p, cls))) {
-    return InvalidPointer(
-        "free(): invalid pointer (not the start of an object)", ptr);
+    return FreeNotSmallStart(ptr);
   }
   uintptr_t* words = static_cast<uintptr_t*>(ptr);
-  // One load for the cookie's secret and the flags: read before the store
+  // One load for the flags and the cookie's secret: read before the store
   // below, which the compiler must otherwise assume may change g_state.
+  // The flag first: the mark is then computed in the loaded register.
   const uintptr_t state = g_state;
-  const uintptr_t mark = FreeMark(p, state);
-  if (CIDMALLOC_UNLIKELY(words[1] == mark)) {
-    return DoubleFree("free()", ptr);
-  }
-  words[1] = mark;
-  if constexpr (kStack == StackOf::kSizeHint) {
-    if (CIDMALLOC_UNLIKELY(hint != central::TagPayload(tag))) {
-      return FreeSmallSlow(cls, ptr);
+  // The mark, the size hint's test and the push of cid mode, or (placed
+  // after the hot path) of cpu mode.
+  const auto mark_and_push = [&](auto push) {
+    const uintptr_t mark = FreeMark(p, state);
+    if (CIDMALLOC_UNLIKELY(words[1] == mark)) {
+      return DoubleFree("free()", ptr);
     }
+    words[1] = mark;
+    if constexpr (kStack == StackOf::kSizeHint) {
+      if (CIDMALLOC_UNLIKELY(hint != central::TagPayload(tag))) {
+        return FreeSmallSlow(ptr);
+      }
+    }
+    // With a hint, the same value as the tag's payload, known earlier.
+    if (CIDMALLOC_LIKELY(push(
+            kStack == StackOf::kSizeHint ? hint : central::TagPayload(tag),
+            ptr))) {
+      return;
+    }
+    return FreeSmallSlow(ptr);
+  };
+  if (CIDMALLOC_LIKELY(state & kFastFree)) {
+    return mark_and_push(
+        [](uintptr_t off, void* q) { return front_end::TryFreeCid(off, q); });
   }
-  // With a hint, the same value as the tag's payload, known earlier.  (The
-  // payload is extracted here, not before the flag test, which keeps GCC's
-  // schedule of free()'s instructions as it was.)
-  if (CIDMALLOC_LIKELY(state & kFastFree) &&
-      CIDMALLOC_LIKELY(front_end::TryFreeAt(
-          kStack == StackOf::kSizeHint ? hint : central::TagPayload(tag),
-          ptr))) {
-    return;
+  if (state & kFastCpuFree) {
+    return mark_and_push([](uintptr_t off, void* q) {
+      return front_end::TryFreeAt(static_cast<uint32_t>(off), q);
+    });
   }
-  return FreeSmallSlow(cls, ptr);
+  return FreeSmallUnmarked(ptr);
 }
 
 __attribute__((always_inline)) inline void Free(void* ptr) {

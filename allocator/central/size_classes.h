@@ -118,8 +118,8 @@ inline int ClassOf(size_t size) {
 // least magic (about 2^64 / size, far above any j * e) for any other
 // offset.  So off is the start of one of the span's `objects` objects iff
 // off * magic < objects * e.  magic is floor(2^64 / size) + 1, so that e
-// is not 0 for a power-of-two size.  16 bytes a class, one index shift.
-struct alignas(16) ObjectStartCheck {
+// is not 0 for a power-of-two size.
+struct ObjectStartCheck {
   uint64_t magic;
   uint32_t span_mask;  // span_bytes - 1
   uint32_t bound;      // objects * e
@@ -135,22 +135,37 @@ constexpr ObjectStartCheck MakeObjectStartCheck(const SizeClassInfo& c) {
   return k;
 }
 
+// The entries in two arrays of 8-byte elements, so that free() indexes
+// both with the class scaled by 8 in the address, from one base register
+// (a 16-byte entry needed a shift and an add first).
 struct ObjectStartTable {
-  ObjectStartCheck check[kNumClasses];
+  struct Range {
+    uint32_t span_mask;
+    uint32_t bound;
+  };
+  uint64_t magic[kNumClasses];
+  Range range[kNumClasses];
+  constexpr ObjectStartCheck Check(int cls) const {
+    return {magic[cls], range[cls].span_mask, range[cls].bound};
+  }
 };
 constexpr ObjectStartTable MakeObjectStartTable() {
   ObjectStartTable t{};
   for (int c = 0; c < kNumClasses; ++c) {
-    t.check[c] = MakeObjectStartCheck(kClasses.info[c]);
+    const ObjectStartCheck k = MakeObjectStartCheck(kClasses.info[c]);
+    t.magic[c] = k.magic;
+    t.range[c] = {k.span_mask, k.bound};
   }
   return t;
 }
 inline constexpr ObjectStartTable kObjectStarts = MakeObjectStartTable();
 
-// True iff p is the start of an object of class `cls` in its span.
+// True iff p is the start of an object of class `cls` in its span.  Never
+// for class 0 (bound 0): free() relies on that to reach its slow path for
+// a pointer outside the small-object spans without a test of its own.
 inline bool IsObjectStart(uintptr_t p, int cls) {
-  const ObjectStartCheck& k = kObjectStarts.check[cls];
-  return (p & k.span_mask) * k.magic < k.bound;
+  const ObjectStartTable::Range& r = kObjectStarts.range[cls];
+  return (p & r.span_mask) * kObjectStarts.magic[cls] < r.bound;
 }
 
 }  // namespace cidmalloc::central

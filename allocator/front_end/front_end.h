@@ -88,10 +88,12 @@ static_assert(kLayout.bytes <= central::kMaxTagPayload,
 
 // The stack offset of each size's class, indexed like central::ClassOf, so
 // that malloc's fast path finds the stack with one load from the size
-// instead of two (size -> class -> offset).
+// instead of two (size -> class -> offset).  64-bit entries: the load
+// then gives the critical section its 64-bit offset operand directly,
+// where a 32-bit one cost malloc a zero-extending register copy.
 struct OffsetIndex {
-  uint32_t small[65];   // (size + 15) >> 4, size <= 1024
-  uint32_t large[513];  // (size + 127) >> 7
+  uintptr_t small[65];   // (size + 15) >> 4, size <= 1024
+  uintptr_t large[513];  // (size + 127) >> 7
 };
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
@@ -107,11 +109,11 @@ inline constexpr OffsetIndex kOffsetIndex = MakeOffsetIndex();
 
 // The stack of a size up to kMaxSmallOffsetIndexed (one table load).
 inline constexpr size_t kMaxSmallOffsetIndexed = 1024;
-inline uint32_t SmallStackOffsetOf(size_t size) {
+inline uintptr_t SmallStackOffsetOf(size_t size) {
   return kOffsetIndex.small[(size + 15) >> 4];
 }
 // Requires kMaxSmallOffsetIndexed < size <= central::kMaxSmallSize.
-inline uint32_t MidStackOffsetOf(size_t size) {
+inline uintptr_t MidStackOffsetOf(size_t size) {
   return kOffsetIndex.large[(size + 127) >> 7];
 }
 
@@ -179,6 +181,18 @@ inline bool TryFreeAt(uint32_t stack_offset, void* p, int node = 0) {
 template <rseq::IdKind K = rseq::IdKind::kRaw>
 inline bool TryFree(int cls, void* p, int node = 0) {
   return TryFreeAt<K>(kLayout.offset[cls], p, node);
+}
+
+// The inline fast paths' sections (cid mode, rseq::RawIdIsMmCid()): as
+// TryAllocAt / TryFreeAt<kRaw>, with the ID read from mm_cid at its fixed
+// place in the rseq area (rseq::IdBound::kWideMmCid), one load fewer.
+inline bool TryAllocCid(uintptr_t stack_offset, void** p) {
+  return rseq::PopUnchecked<rseq::IdKind::kRaw, rseq::IdBound::kWideMmCid>(
+      g_slabs, stack_offset, p);
+}
+inline bool TryFreeCid(uintptr_t stack_offset, void* p) {
+  return rseq::PushUnchecked<rseq::IdKind::kRaw, rseq::IdBound::kWideMmCid>(
+      g_slabs, stack_offset, p);
 }
 
 // None mode's fast paths: the calling thread's own soft ID under the owner

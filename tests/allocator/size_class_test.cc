@@ -117,8 +117,8 @@ TEST(SizeClasses, SpansAndTransferParameters) {
     // The object-start test's entry: magic = floor(2^64 / size) + 1,
     // e = size * magic - 2^64 in [1, size], bound = objects * e, and
     // bound < magic (what keeps a non-start offset above the bound).
-    const cidmalloc::central::ObjectStartCheck& s =
-        cidmalloc::central::kObjectStarts.check[c];
+    const cidmalloc::central::ObjectStartCheck s =
+        cidmalloc::central::kObjectStarts.Check(c);
     const unsigned __int128 two64 = static_cast<unsigned __int128>(1) << 64;
     EXPECT_EQ(s.magic, static_cast<uint64_t>(two64 / k.size + 1));
     const uint64_t e = static_cast<uint64_t>(
@@ -132,6 +132,15 @@ TEST(SizeClasses, SpansAndTransferParameters) {
     EXPECT_LE(k.batch, 32u);
     EXPECT_GE(k.max_capacity, k.batch);
     EXPECT_GE(k.max_capacity, 8u);
+  }
+}
+
+// free() sends a pointer with no span tag (class 0) to its slow path
+// through the object-start test's failure branch: class 0 has no start.
+TEST(SizeClasses, Class0HasNoObjectStart) {
+  for (uintptr_t p : {uintptr_t{0}, uintptr_t{16}, uintptr_t{1} << 20,
+                      uintptr_t{0x7f0000001000}, ~uintptr_t{15}}) {
+    EXPECT_FALSE(IsObjectStart(p, 0)) << std::hex << p;
   }
 }
 
