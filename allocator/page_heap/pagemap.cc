@@ -52,7 +52,7 @@ bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
   if (g_span_tag_hint.leaf.load(std::memory_order_relaxed) ==
       &g_no_span_tags) {
     g_span_tag_hint.leaf.store(leaf, std::memory_order_relaxed);
-    // Release: `leaf` (and the zeroed leaf) before `base`; pairs with the
+    // Release: `leaf` (and the zeroed leaf) before the base; pairs with the
     // acquire loads in LookupSpanTag().  A reader that loaded the old base
     // just before this store and loads `leaf` after it pairs the window of
     // 2^63 with this leaf: a garbage pointer there, freed at this very
@@ -61,8 +61,8 @@ bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
     // reporting an invalid pointer.  Loading `leaf` first (and storing it
     // last) closes that window, but cost 10-20 % on the fixed-size pairs
     // (docs/benchmarks.md, tuning log); so does a `.bss` leaf.
-    g_span_tag_hint.base.store(
-        chunk_base & ~((uintptr_t{1} << kSpanLeafShift) - 1),
+    g_span_tag_hint.neg_base.store(
+        0 - (chunk_base & ~((uintptr_t{1} << kSpanLeafShift) - 1)),
         std::memory_order_release);
   }
   return true;

@@ -77,7 +77,11 @@ extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
 // lock: `leaf` first, then `base` with a release store.
 extern SpanTagLeaf g_no_span_tags CIDMALLOC_HIDDEN;
 struct SpanTagHint {
-  std::atomic<uintptr_t> base{uintptr_t{1} << 63};
+  // 0 - base: the lookup adds it to the pointer, where `p - base` cost a
+  // register copy of p on the way to the tag (x86's sub overwrites its
+  // destination, and free keeps p).  Initially base = 2^63 (0 - 2^63 is
+  // 2^63 again).
+  std::atomic<uintptr_t> neg_base{uintptr_t{1} << 63};
   std::atomic<SpanTagLeaf*> leaf{&g_no_span_tags};
 };
 extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
@@ -92,7 +96,7 @@ inline uint32_t LookupSpanTag(uintptr_t p) {
   // Acquire (plain moves on x86-64): a reader that sees `base` sees `leaf`;
   // pairs with the release store in EnsureSpanTagLeaf().
   const uintptr_t slot =
-      (p - g_span_tag_hint.base.load(std::memory_order_acquire)) >>
+      (p + g_span_tag_hint.neg_base.load(std::memory_order_acquire)) >>
       kSpanTagShift;
   SpanTagLeaf* leaf;
   if (CIDMALLOC_LIKELY(slot < (uintptr_t{1} << kSpanLeafBits))) {

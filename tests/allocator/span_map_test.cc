@@ -52,9 +52,9 @@ TEST(SpanMap, PrimaryAndRootLeavesAgree) {
   EXPECT_EQ(LookupSpanTag((uintptr_t{1} << 63) + kRegion - 1), 0u);
   EXPECT_EQ(LookupSpanTag(0), 0u);
   ASSERT_TRUE(EnsureSpanTagLeaf(kPrimary));
-  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1));
+  EXPECT_EQ(0 - g_span_tag_hint.neg_base.load(), kPrimary & ~(kRegion - 1));
   ASSERT_TRUE(EnsureSpanTagLeaf(kPrimary + 64 * 1024 * kKiB));  // Same leaf.
-  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1));
+  EXPECT_EQ(0 - g_span_tag_hint.neg_base.load(), kPrimary & ~(kRegion - 1));
 
   // The primary leaf, without the root.
   CheckSpan(kPrimary + 64 * kKiB, 128 * kKiB, 0x1234);
@@ -63,7 +63,7 @@ TEST(SpanMap, PrimaryAndRootLeavesAgree) {
   // Another region: nothing until its leaf exists, then the root's leaf.
   EXPECT_EQ(LookupSpanTag(kOther + 64 * kKiB), 0u);
   ASSERT_TRUE(EnsureSpanTagLeaf(kOther));
-  EXPECT_EQ(g_span_tag_hint.base.load(), kPrimary & ~(kRegion - 1))
+  EXPECT_EQ(0 - g_span_tag_hint.neg_base.load(), kPrimary & ~(kRegion - 1))
       << "the primary leaf never changes";
   CheckSpan(kOther + 192 * kKiB, 64 * kKiB, 7);
 
