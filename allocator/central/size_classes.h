@@ -135,18 +135,18 @@ constexpr ObjectStartCheck MakeObjectStartCheck(const SizeClassInfo& c) {
   return k;
 }
 
-// The entries in two arrays of 8-byte elements, so that free() indexes
-// both with the class scaled by 8 in the address, from one base register
-// (a 16-byte entry needed a shift and an add first).
+// The entries in three arrays of 8-byte elements, so that free() indexes
+// them with the class scaled by 8 in the address, from one base register,
+// and uses each as a memory operand: `and`, `imul`, and the comparison
+// with the bound (a 16-byte entry needed a shift and an add first, and a
+// 32-bit bound a load of its own).
 struct ObjectStartTable {
-  struct Range {
-    uint32_t span_mask;
-    uint32_t bound;
-  };
   uint64_t magic[kNumClasses];
-  Range range[kNumClasses];
+  uint64_t span_mask[kNumClasses];
+  uint64_t bound[kNumClasses];
   constexpr ObjectStartCheck Check(int cls) const {
-    return {magic[cls], range[cls].span_mask, range[cls].bound};
+    return {magic[cls], static_cast<uint32_t>(span_mask[cls]),
+            static_cast<uint32_t>(bound[cls])};
   }
 };
 constexpr ObjectStartTable MakeObjectStartTable() {
@@ -154,7 +154,8 @@ constexpr ObjectStartTable MakeObjectStartTable() {
   for (int c = 0; c < kNumClasses; ++c) {
     const ObjectStartCheck k = MakeObjectStartCheck(kClasses.info[c]);
     t.magic[c] = k.magic;
-    t.range[c] = {k.span_mask, k.bound};
+    t.span_mask[c] = k.span_mask;
+    t.bound[c] = k.bound;
   }
   return t;
 }
@@ -164,8 +165,8 @@ inline constexpr ObjectStartTable kObjectStarts = MakeObjectStartTable();
 // for class 0 (bound 0): free() relies on that to reach its slow path for
 // a pointer outside the small-object spans without a test of its own.
 inline bool IsObjectStart(uintptr_t p, int cls) {
-  const ObjectStartTable::Range& r = kObjectStarts.range[cls];
-  return (p & r.span_mask) * kObjectStarts.magic[cls] < r.bound;
+  return (p & kObjectStarts.span_mask[cls]) * kObjectStarts.magic[cls] <
+         kObjectStarts.bound[cls];
 }
 
 }  // namespace cidmalloc::central
