@@ -8,7 +8,7 @@ namespace cidmalloc::page_heap {
 
 constinit std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits];
 constinit std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits];
-constinit SpanTagLeaf g_no_span_tags;  // .bss, read-only by convention.
+constinit SpanTagLeaf g_primary_span_tags;  // .bss, 1 MiB.
 constinit SpanTagHint g_span_tag_hint;
 
 namespace {
@@ -43,27 +43,26 @@ bool EnsureSpanTagLeaf(uintptr_t chunk_base) {
   os::SpinLockHolder h(&g_pagemap_lock);
   std::atomic<SpanTagLeaf*>& slot = g_span_tag_root[chunk_base >> kSpanLeafShift];
   if (slot.load(std::memory_order_relaxed) != nullptr) return true;
-  auto* leaf =
-      static_cast<SpanTagLeaf*>(MetaAlloc(sizeof(SpanTagLeaf), 4096));
+  // The first region gets the static leaf (the primary one), any other a
+  // zeroed one from the metadata arena.
+  const bool primary = g_span_tag_hint.neg_base.load(
+                           std::memory_order_relaxed) == uintptr_t{1} << 63;
+  auto* leaf = primary ? &g_primary_span_tags
+                       : static_cast<SpanTagLeaf*>(
+                             MetaAlloc(sizeof(SpanTagLeaf), 4096));
   if (leaf == nullptr) return false;
   // Release: the zeroed leaf is visible before the pointer to it; pairs
   // with the acquire load in LookupSpanTag().
   slot.store(leaf, std::memory_order_release);
-  if (g_span_tag_hint.leaf.load(std::memory_order_relaxed) ==
-      &g_no_span_tags) {
-    g_span_tag_hint.leaf.store(leaf, std::memory_order_relaxed);
-    // Release: `leaf` (and the zeroed leaf) before the base; pairs with the
-    // acquire loads in LookupSpanTag().  A reader that loaded the old base
-    // just before this store and loads `leaf` after it pairs the window of
-    // 2^63 with this leaf: a garbage pointer there, freed at this very
-    // moment and after the region's first span was tagged, is taken for an
-    // object, and its free faults (it is non-canonical) instead of
-    // reporting an invalid pointer.  Loading `leaf` first (and storing it
-    // last) closes that window, but cost 10-20 % on the fixed-size pairs
-    // (docs/benchmarks.md, tuning log); so does a `.bss` leaf.
+  if (primary) {
+    // Relaxed: see LookupSpanTag().  A reader that loads the old base
+    // takes the root, and finds the same leaf there.  One that pairs the
+    // old base's window (2^63 up) with tags set later takes a garbage
+    // pointer there for an object, and its free faults (the pointer is
+    // non-canonical) instead of reporting an invalid pointer.
     g_span_tag_hint.neg_base.store(
         0 - (chunk_base & ~((uintptr_t{1} << kSpanLeafShift) - 1)),
-        std::memory_order_release);
+        std::memory_order_relaxed);
   }
   return true;
 }

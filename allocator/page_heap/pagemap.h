@@ -70,19 +70,19 @@ struct SpanTagLeaf {
 extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
     CIDMALLOC_HIDDEN;
 
-// The primary leaf: `base` (the first address of its 16 GiB region) and
-// its leaf.  Until the first leaf exists, base is 2^63 (non-canonical) and
-// leaf an all-zero leaf that is never written, so that even a garbage
-// pointer in that window finds tag 0.  Written once, under the pagemap
-// lock: `leaf` first, then `base` with a release store.
-extern SpanTagLeaf g_no_span_tags CIDMALLOC_HIDDEN;
+// The primary leaf: a 1 MiB array in .bss (untouched pages cost nothing),
+// which free() addresses RIP-relative, and `base`, the first address of
+// its 16 GiB region: the region of the first chunk the heap maps.  Until
+// then base is 2^63 (non-canonical), and the leaf is all zero, so that a
+// garbage pointer in that window finds tag 0.  Written once, under the
+// pagemap lock.
+extern SpanTagLeaf g_primary_span_tags CIDMALLOC_HIDDEN;
 struct SpanTagHint {
   // 0 - base: the lookup adds it to the pointer, where `p - base` cost a
   // register copy of p on the way to the tag (x86's sub overwrites its
   // destination, and free keeps p).  Initially base = 2^63 (0 - 2^63 is
   // 2^63 again).
   std::atomic<uintptr_t> neg_base{uintptr_t{1} << 63};
-  std::atomic<SpanTagLeaf*> leaf{&g_no_span_tags};
 };
 extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
 
@@ -90,22 +90,22 @@ extern SpanTagHint g_span_tag_hint CIDMALLOC_HIDDEN;
 // (a large allocation, a free span, or memory the allocator never mapped).
 // Relaxed: a caller that owns an object of the span got the pointer through
 // some synchronisation that happens after the span's tag was set.
-// In the primary region: subtract, shift, one unsigned comparison, and the
-// tag load (the leaf pointer is loaded off the pointer's dependency chain).
+// In the primary region: add, shift, one unsigned comparison, and the tag
+// load (two loads: the base and the tag; the leaf's address is a constant).
 inline uint32_t LookupSpanTag(uintptr_t p) {
-  // Acquire (plain moves on x86-64): a reader that sees `base` sees `leaf`;
-  // pairs with the release store in EnsureSpanTagLeaf().
+  // Relaxed: the base publishes nothing.  The primary leaf is static, and
+  // its tags are published through the objects (above); a reader that
+  // still sees 2^63 takes the root below, which has the leaf too.
   const uintptr_t slot =
-      (p + g_span_tag_hint.neg_base.load(std::memory_order_acquire)) >>
+      (p + g_span_tag_hint.neg_base.load(std::memory_order_relaxed)) >>
       kSpanTagShift;
-  SpanTagLeaf* leaf;
   if (CIDMALLOC_LIKELY(slot < (uintptr_t{1} << kSpanLeafBits))) {
-    leaf = g_span_tag_hint.leaf.load(std::memory_order_acquire);
-    return leaf->tag[slot].load(std::memory_order_relaxed);
+    return g_primary_span_tags.tag[slot].load(std::memory_order_relaxed);
   }
   if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return 0;
   // Acquire: pairs with the release store in EnsureSpanTagLeaf().
-  leaf = g_span_tag_root[p >> kSpanLeafShift].load(std::memory_order_acquire);
+  SpanTagLeaf* leaf =
+      g_span_tag_root[p >> kSpanLeafShift].load(std::memory_order_acquire);
   if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return 0;
   return leaf->tag[(p >> kSpanTagShift) & ((1u << kSpanLeafBits) - 1)].load(
       std::memory_order_relaxed);

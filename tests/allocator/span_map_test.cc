@@ -15,7 +15,6 @@
 namespace {
 
 using cidmalloc::page_heap::EnsureSpanTagLeaf;
-using cidmalloc::page_heap::g_no_span_tags;
 using cidmalloc::page_heap::g_span_tag_hint;
 using cidmalloc::page_heap::kSpanLeafShift;
 using cidmalloc::page_heap::LookupSpanTag;
@@ -44,7 +43,7 @@ void CheckSpan(uintptr_t start, uintptr_t bytes, uint32_t tag) {
 }
 
 TEST(SpanMap, PrimaryAndRootLeavesAgree) {
-  ASSERT_EQ(g_span_tag_hint.leaf.load(), &g_no_span_tags)
+  ASSERT_EQ(g_span_tag_hint.neg_base.load(), uintptr_t{1} << 63)
       << "a leaf exists already";
   EXPECT_EQ(LookupSpanTag(kPrimary), 0u) << "no leaf yet";
   // The placeholder window (2^63 up) answers 0 too.
