@@ -14,11 +14,11 @@
 // 64 KiB slot suffices.  A leaf covers 16 GiB (262,144 slots, 1 MiB of
 // tags, written only where spans are); the root is 64 KiB of
 // zero-initialised .bss.  The leaf of the first chunk the heap maps is also
-// the "primary" leaf: a pointer in its 16 GiB finds its tag with one load
-// whose address depends on the pointer (the leaf pointer is loaded
-// independently, behind a predicted comparison), where the root would add
-// a second dependent load (and the pagemap two: leaf, ChunkInfo).  Other
-// pointers go through the root.  The page heap creates a chunk's leaf when
+// the "primary" leaf, a static array: a pointer in its 16 GiB finds its
+// tag with one load whose address depends on the pointer (after the
+// region's base, loaded independently, and a predicted comparison), where
+// the root would add a second dependent load (and the pagemap two: leaf,
+// ChunkInfo).  Other pointers go through the root.  The page heap creates a chunk's leaf when
 // it maps the chunk, so setting a tag never allocates.  The value is
 // opaque here: the central layer, which owns the spans, defines it.
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
