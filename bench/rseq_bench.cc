@@ -328,8 +328,8 @@ void* const* StackTable() {
   return table;
 }
 
-// The allocator's sections (front_end::TryAllocAt / TryFreeAt), out of line
-// like malloc and free.
+// The sections of the allocator's cpu mode (front_end::TryAllocAt /
+// TryFreeAt), out of line like malloc and free.
 __attribute__((noinline)) void* RseqPop(void* const* table) {
   void* item;
   return r::PopUnchecked(table, kStackOffset, &item) ? item : nullptr;
@@ -358,6 +358,44 @@ void BM_Stack_RseqPopPush(benchmark::State& state) {
   state.counters["full"] = static_cast<double>(full);
 }
 BENCHMARK(BM_Stack_RseqPopPush)->Threads(1)->Threads(2);
+
+// The sections of the allocator's cid mode (front_end::TryAllocCid /
+// TryFreeCid: mm_cid at its place in the area, no restart loop), the floor
+// under malloc and free there.  Cid mode only.
+__attribute__((noinline)) void* RseqMmCidPop(void* const* table) {
+  void* item;
+  return r::PopUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+             table, kStackOffset, &item)
+             ? item
+             : nullptr;
+}
+__attribute__((noinline)) bool RseqMmCidPush(void* const* table, void* item) {
+  return r::PushUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+      table, kStackOffset, item);
+}
+
+void BM_Stack_RseqMmCidPopPush(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  if (!r::RawIdIsMmCid()) {
+    state.SkipWithError("not in cid mode");
+    return;
+  }
+  void* const* table = StackTable();
+  // As above; an abort also fails these sections, counted the same way.
+  int64_t empty = 0, full = 0;
+  for (auto _ : state) {
+    void* p = RseqMmCidPop(table);
+    benchmark::DoNotOptimize(p);
+    if (CIDMALLOC_UNLIKELY(p == nullptr)) {
+      ++empty;
+      continue;
+    }
+    if (CIDMALLOC_UNLIKELY(!RseqMmCidPush(table, p))) ++full;
+  }
+  state.counters["empty"] = static_cast<double>(empty);
+  state.counters["full"] = static_cast<double>(full);
+}
+BENCHMARK(BM_Stack_RseqMmCidPopPush)->Threads(1)->Threads(2);
 
 // A thread-local array stack: count and slots, no rseq.
 struct ArrayStack {
