@@ -338,24 +338,32 @@ __attribute__((noinline)) bool RseqPush(void* const* table, void* item) {
   return r::PushUnchecked(table, kStackOffset, item);
 }
 
-void BM_Stack_RseqPopPush(benchmark::State& state) {
-  if (SkipWithoutRseq(state)) return;
+// Pops and pushes one object per iteration with the given sections (out
+// of line, like malloc and free).  A thread that moves to another ID
+// between its pop and its push moves an object between stacks; over a
+// long run a stack may so run empty or full.  Both are counted (they
+// should stay near 0); so is an abort of the mm_cid sections, which fails
+// them.
+template <void* (*kPop)(void* const*), bool (*kPush)(void* const*, void*)>
+void RunRseqPopPush(benchmark::State& state) {
   void* const* table = StackTable();
-  // A thread that moves to another ID between its pop and its push moves an
-  // object between stacks; over a long run a stack may so run empty or
-  // full.  Both are counted (they should stay near 0).
   int64_t empty = 0, full = 0;
   for (auto _ : state) {
-    void* p = RseqPop(table);
+    void* p = kPop(table);
     benchmark::DoNotOptimize(p);
     if (CIDMALLOC_UNLIKELY(p == nullptr)) {
       ++empty;
       continue;
     }
-    if (CIDMALLOC_UNLIKELY(!RseqPush(table, p))) ++full;
+    if (CIDMALLOC_UNLIKELY(!kPush(table, p))) ++full;
   }
   state.counters["empty"] = static_cast<double>(empty);
   state.counters["full"] = static_cast<double>(full);
+}
+
+void BM_Stack_RseqPopPush(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  RunRseqPopPush<RseqPop, RseqPush>(state);
 }
 BENCHMARK(BM_Stack_RseqPopPush)->Threads(1)->Threads(2);
 
@@ -380,20 +388,7 @@ void BM_Stack_RseqMmCidPopPush(benchmark::State& state) {
     state.SkipWithError("not in cid mode");
     return;
   }
-  void* const* table = StackTable();
-  // As above; an abort also fails these sections, counted the same way.
-  int64_t empty = 0, full = 0;
-  for (auto _ : state) {
-    void* p = RseqMmCidPop(table);
-    benchmark::DoNotOptimize(p);
-    if (CIDMALLOC_UNLIKELY(p == nullptr)) {
-      ++empty;
-      continue;
-    }
-    if (CIDMALLOC_UNLIKELY(!RseqMmCidPush(table, p))) ++full;
-  }
-  state.counters["empty"] = static_cast<double>(empty);
-  state.counters["full"] = static_cast<double>(full);
+  RunRseqPopPush<RseqMmCidPop, RseqMmCidPush>(state);
 }
 BENCHMARK(BM_Stack_RseqMmCidPopPush)->Threads(1)->Threads(2);
 
