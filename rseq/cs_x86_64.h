@@ -305,8 +305,8 @@
   "5:\n\t"
 
 // The raw, the wide raw and wide mm_cid (Pop and Push only) and the
-// node-qualified instantiation of an operation: one `asm volatile goto` each, with the
-// same operands.
+// node-qualified instantiation of an operation: one `asm volatile goto`
+// each, with the same operands.
 #define CIDMALLOC_RSEQ_RAW_ASM(body) \
   body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
 #define CIDMALLOC_RSEQ_WIDE_ASM(body) \

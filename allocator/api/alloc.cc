@@ -77,8 +77,8 @@ void DoInit() {
   if (!g_counting) {
     if (rseq::CurrentIdKind() == rseq::IdKind::kRaw) {
       // The inline sections index g_slabs with the raw ID unchecked, and
-      // read it from mm_cid: cid mode only.  Cpu mode's raw sections, on
-      // the full slow paths, read cpu_id through the ID field's offset.
+      // read it from mm_cid: cid mode only.  Cpu mode's inline sections
+      // (after the ret) read cpu_id through the ID field's offset.
       if (rseq::RawIdIsMmCid()) {
         fast = kFastAlloc;
         if (one_node) fast |= kFastFree;
@@ -224,10 +224,9 @@ void FreeNotSmallStart(void* p) noexcept {
 }
 
 void FreeSmallUnmarked(void* p) noexcept {
-  uintptr_t* words = static_cast<uintptr_t*>(p);
-  const uintptr_t mark = FreeMark(reinterpret_cast<uintptr_t>(p), g_state);
-  if (CIDMALLOC_UNLIKELY(words[1] == mark)) return DoubleFree("free()", p);
-  words[1] = mark;
+  if (CIDMALLOC_UNLIKELY(!MarkFree(p, g_state))) {
+    return DoubleFree("free()", p);
+  }
   return FreeSmallSlow(p);
 }
 

@@ -78,6 +78,15 @@ enum FastPath : uint8_t {
 extern uintptr_t g_state CIDMALLOC_HIDDEN;
 inline uint8_t FastFlags() { return static_cast<uint8_t>(g_state); }
 inline uintptr_t FreeMark(uintptr_t p, uintptr_t state) { return p ^ state; }
+// Marks the small object at `p` free: false, without marking, when it
+// carries the mark already (a double free).
+inline bool MarkFree(void* p, uintptr_t state) {
+  uintptr_t* words = static_cast<uintptr_t*>(p);
+  const uintptr_t mark = FreeMark(reinterpret_cast<uintptr_t>(p), state);
+  if (CIDMALLOC_UNLIKELY(words[1] == mark)) return false;
+  words[1] = mark;
+  return true;
+}
 
 // Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
 // node-qualified sections (kFastQualified: the fast path of a multi-node
@@ -206,7 +215,6 @@ __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
   if (CIDMALLOC_UNLIKELY(!central::IsObjectStart(p, cls))) {
     return FreeNotSmallStart(ptr);
   }
-  uintptr_t* words = static_cast<uintptr_t*>(ptr);
   // One load for the flags and the cookie's secret: read before the store
   // below, which the compiler must otherwise assume may change g_state.
   // The flag first: the mark is then computed in the loaded register.
@@ -214,11 +222,9 @@ __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
   // The mark, the size hint's test and the push of cid mode, or (placed
   // after the hot path) of cpu mode.
   const auto mark_and_push = [&](auto push) {
-    const uintptr_t mark = FreeMark(p, state);
-    if (CIDMALLOC_UNLIKELY(words[1] == mark)) {
+    if (CIDMALLOC_UNLIKELY(!MarkFree(ptr, state))) {
       return DoubleFree("free()", ptr);
     }
-    words[1] = mark;
     if constexpr (kStack == StackOf::kSizeHint) {
       if (CIDMALLOC_UNLIKELY(hint != central::TagPayload(tag))) {
         return FreeSmallSlow(ptr);
@@ -237,9 +243,8 @@ __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
         [](uintptr_t off, void* q) { return front_end::TryFreeCid(off, q); });
   }
   if (state & kFastCpuFree) {
-    return mark_and_push([](uintptr_t off, void* q) {
-      return front_end::TryFreeAt(static_cast<uint32_t>(off), q);
-    });
+    return mark_and_push(
+        [](uintptr_t off, void* q) { return front_end::TryFreeAt(off, q); });
   }
   return FreeSmallUnmarked(ptr);
 }

@@ -167,7 +167,7 @@ extern void* g_slabs[kSlabTableIds] CIDMALLOC_HIDDEN;
 // K is the process's rseq::IdKind (kRaw or kNodeQualified); a node-qualified
 // free pushes only while the thread runs on `node`, the object's node.
 template <rseq::IdKind K = rseq::IdKind::kRaw>
-inline bool TryAllocAt(uint32_t stack_offset, void** p) {
+inline bool TryAllocAt(uintptr_t stack_offset, void** p) {
   return rseq::PopUnchecked<K>(g_slabs, stack_offset, p);
 }
 template <rseq::IdKind K = rseq::IdKind::kRaw>
@@ -175,7 +175,7 @@ inline bool TryAlloc(int cls, void** p) {
   return TryAllocAt<K>(kLayout.offset[cls], p);
 }
 template <rseq::IdKind K = rseq::IdKind::kRaw>
-inline bool TryFreeAt(uint32_t stack_offset, void* p, int node = 0) {
+inline bool TryFreeAt(uintptr_t stack_offset, void* p, int node = 0) {
   return rseq::PushUnchecked<K>(g_slabs, stack_offset, p, node);
 }
 template <rseq::IdKind K = rseq::IdKind::kRaw>

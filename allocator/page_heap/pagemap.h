@@ -18,9 +18,10 @@
 // tag with one load whose address depends on the pointer (after the
 // region's base, loaded independently, and a predicted comparison), where
 // the root would add a second dependent load (and the pagemap two: leaf,
-// ChunkInfo).  Other pointers go through the root.  The page heap creates a chunk's leaf when
-// it maps the chunk, so setting a tag never allocates.  The value is
-// opaque here: the central layer, which owns the spans, defines it.
+// ChunkInfo).  Other pointers go through the root.  The page heap creates
+// a chunk's leaf when it maps the chunk, so setting a tag never allocates.
+// The value is opaque here: the central layer, which owns the spans,
+// defines it.
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGEMAP_H_
 
