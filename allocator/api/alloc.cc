@@ -141,7 +141,7 @@ bool Initialized() {
   return g_init_state.load(std::memory_order_acquire) == 2;
 }
 
-void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
+void* AllocSmallSlow(uint32_t stack_offset) noexcept {
   void* p;
   if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified) &&
       CIDMALLOC_LIKELY(front_end::TryAllocAt<rseq::IdKind::kNodeQualified>(
@@ -149,7 +149,7 @@ void* AllocSmallSlow(uint32_t stack_offset, int cls) noexcept {
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
     return p;
   }
-  return AllocSmallFull(cls);
+  return AllocSmallFull(front_end::ClassOfStackOffset(stack_offset));
 }
 
 void* AllocSmallFull(int cls) noexcept {

@@ -88,11 +88,11 @@ inline bool MarkFree(void* p, uintptr_t state) {
   return true;
 }
 
-// Slow paths.  AllocSmallSlow and FreeSmallSlow start with the
-// node-qualified sections (kFastQualified: the fast path of a multi-node
-// machine, one tail call away from the inline one) and tail-call the full
-// slow paths, AllocSmallFull and FreeSmallFull, when those fail or do not
-// apply.  These are only the soft-ID owner protocol's pop and push
+// Slow paths.  AllocSmallSlow (which takes only the class's stack offset)
+// and FreeSmallSlow start with the node-qualified sections (kFastQualified:
+// the fast path of a multi-node machine, one tail call away from the
+// inline one) and tail-call the full slow paths, AllocSmallFull and
+// FreeSmallFull, when those fail or do not apply.  These are only the soft-ID owner protocol's pop and push
 // (kFastSoft: none mode's fast path, two tail calls away), and tail-call
 // AllocSmallMiss and FreeSmallMiss, which do the rest: the caches of any
 // mode, refills and flushes, counting.
@@ -100,7 +100,7 @@ inline bool MarkFree(void* p, uintptr_t state) {
 // caller such as operator delete can then reach them by a tail jump too,
 // without a stack frame on its fast path.
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
-    uint32_t stack_offset, int cls) noexcept;
+    uint32_t stack_offset) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallFull(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align,
@@ -124,18 +124,21 @@ CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 // the function's hot path: off the cid path but for the branch's target.
 __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
                                                      void** p) {
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastAlloc)) {
+  // The flags in a register: an empty asm keeps GCC from testing them in
+  // memory (`testb $1, g_state(%rip)`), which with its RIP-relative address
+  // and immediate is not one micro-fused operation; as a load and a `test`
+  // that fuses with its branch the fast path issues one operation fewer
+  // (docs/benchmarks.md, tuning log).  Cpu mode's test below reuses it.
+  uintptr_t state = g_state;
+  asm("" : "+r"(state));
+  if (CIDMALLOC_LIKELY(state & kFastAlloc)) {
     if (CIDMALLOC_LIKELY(front_end::TryAllocCid(stack_offset, p))) {
       static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
       return true;
     }
     return false;
   }
-  // g_state again: a compiler barrier keeps GCC from sharing one load of
-  // it with the test above, which then stays one `testb` with the memory
-  // operand (shared, it was a load and a test).
-  asm volatile("" ::: "memory");
-  if ((FastFlags() & kFastCpu) && front_end::TryAllocAt(stack_offset, p)) {
+  if ((state & kFastCpu) && front_end::TryAllocAt(stack_offset, p)) {
     static_cast<uintptr_t*>(*p)[1] = 0;
     return true;
   }
@@ -143,20 +146,19 @@ __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
 }
 
 // An object from the stack at `stack_offset` of the current ID's slab,
-// else from the slow path, which gets the class from `cls()` (computed only
-// on the way there) and the stack offset too, so that the node-qualified
-// section does not look it up again.
-template <typename ClassFn>
+// else from the slow path, which gets the stack offset (the node-qualified
+// section does not look it up again) and derives the class from it
+// (front_end::ClassOfStackOffset).
 __attribute__((always_inline)) inline void* AllocFromStack(
-    uintptr_t stack_offset, ClassFn cls) {
+    uintptr_t stack_offset) {
   void* p;
   if (CIDMALLOC_LIKELY(PopCached(stack_offset, &p))) return p;
-  return AllocSmallSlow(static_cast<uint32_t>(stack_offset), cls());
+  return AllocSmallSlow(static_cast<uint32_t>(stack_offset));
 }
 
 // An object of class `cls` from the cache, else from the slow path.
 __attribute__((always_inline)) inline void* AllocSmall(int cls) {
-  return AllocFromStack(front_end::kLayout.offset[cls], [cls] { return cls; });
+  return AllocFromStack(front_end::kLayout.offset[cls]);
 }
 
 // One table load finds the stack (size -> offset, not size -> class ->
@@ -165,12 +167,11 @@ __attribute__((always_inline)) inline void* AllocSmall(int cls) {
 // first put a second compare-and-branch on their path, which cost fixed-size
 // pairs 4-5 % (docs/benchmarks.md, tuning log).
 __attribute__((always_inline)) inline void* Alloc(size_t size) {
-  const auto cls = [size] { return central::ClassOf(size); };
   if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
-    return AllocFromStack(front_end::SmallStackOffsetOf(size), cls);
+    return AllocFromStack(front_end::SmallStackOffsetOf(size));
   }
   if (CIDMALLOC_LIKELY(size <= central::kMaxSmallSize)) {
-    return AllocFromStack(front_end::MidStackOffsetOf(size), cls);
+    return AllocFromStack(front_end::MidStackOffsetOf(size));
   }
   return AllocLarge(size, central::kMinAlign, false);
 }

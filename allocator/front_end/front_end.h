@@ -83,22 +83,37 @@ constexpr SlabLayout MakeLayout() {
   return l;
 }
 inline constexpr SlabLayout kLayout = MakeLayout();
+// The class whose stack is at `offset` (the inverse of kLayout.offset), so
+// that malloc's slow path needs only the offset: its fast path then keeps
+// neither the size nor the class for the call.
+constexpr int ClassOfStackOffset(uint32_t offset) {
+  return static_cast<int>((offset - kHeaderBytes) / sizeof(rseq::Stack)) + 1;
+}
+constexpr bool StackOffsetsInvert() {
+  for (int c = 1; c < central::kNumClasses; ++c) {
+    if (ClassOfStackOffset(kLayout.offset[c]) != c) return false;
+  }
+  return true;
+}
+static_assert(StackOffsetsInvert());
 static_assert(kLayout.bytes <= central::kMaxTagPayload,
               "stack offsets fit a span tag's 18-bit payload");
 
-// The stack offset of each size's class, indexed like central::ClassOf, so
-// that malloc's fast path finds the stack with one load from the size
-// instead of two (size -> class -> offset).  64-bit entries: the load
-// then gives the critical section its 64-bit offset operand directly,
-// where a 32-bit one cost malloc a zero-extending register copy.
+// The stack offset of each size's class, so that malloc's fast path finds
+// the stack with one load from the size instead of two (size -> class ->
+// offset).  Sizes up to 1 KiB index `by_size` directly: indexed like
+// central::ClassOf ((size + 15) >> 4) the fast path paid an add and a shift
+// more.  64-bit entries: the load then gives the critical section its
+// 64-bit offset operand directly, where a 32-bit one cost malloc a
+// zero-extending register copy.
 struct OffsetIndex {
-  uintptr_t small[65];   // (size + 15) >> 4, size <= 1024
-  uintptr_t large[513];  // (size + 127) >> 7
+  uintptr_t by_size[1025];  // size, size <= 1024
+  uintptr_t large[513];     // (size + 127) >> 7
 };
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
-  for (int i = 0; i < 65; ++i) {
-    t.small[i] = kLayout.offset[central::kClasses.small_index[i]];
+  for (int i = 0; i < 1025; ++i) {
+    t.by_size[i] = kLayout.offset[central::kClasses.small_index[(i + 15) >> 4]];
   }
   for (int i = 0; i < 513; ++i) {
     t.large[i] = kLayout.offset[central::kClasses.large_index[i]];
@@ -110,7 +125,7 @@ inline constexpr OffsetIndex kOffsetIndex = MakeOffsetIndex();
 // The stack of a size up to kMaxSmallOffsetIndexed (one table load).
 inline constexpr size_t kMaxSmallOffsetIndexed = 1024;
 inline uintptr_t SmallStackOffsetOf(size_t size) {
-  return kOffsetIndex.small[(size + 15) >> 4];
+  return kOffsetIndex.by_size[size];
 }
 // Requires kMaxSmallOffsetIndexed < size <= central::kMaxSmallSize.
 inline uintptr_t MidStackOffsetOf(size_t size) {

@@ -1,7 +1,8 @@
 // tests/allocator/front_end_invariants_test.cc: front_end::CheckInvariants
 // in a process that runs on cidmalloc.  It holds after threads allocate and
 // free across each other, and it aborts on a stack whose links a use after
-// free has overwritten.
+// free has overwritten.  Also the fast paths' size table against the
+// classes, and the slab layout's inverse.
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,6 +24,23 @@ uint64_t Rand(uint64_t* x) {
   *x ^= *x >> 7;
   *x ^= *x << 17;
   return *x;
+}
+
+// malloc's fast path takes the stack from the size alone (kOffsetIndex);
+// its slow path takes the class from the stack offset.  Both must agree
+// with the size classes for every small size.
+TEST(FrontEndLayout, SizeTableAgreesWithTheClassesAndInverts) {
+  namespace central = ::cidmalloc::central;
+  for (size_t size = 0; size <= central::kMaxSmallSize; ++size) {
+    const uintptr_t offset = size <= fe::kMaxSmallOffsetIndexed
+                                 ? fe::SmallStackOffsetOf(size)
+                                 : fe::MidStackOffsetOf(size);
+    const int cls = central::ClassOf(size);
+    ASSERT_EQ(offset, fe::kLayout.offset[cls]) << "size " << size;
+    ASSERT_EQ(fe::ClassOfStackOffset(static_cast<uint32_t>(offset)), cls)
+        << "size " << size;
+    ASSERT_GE(central::kClasses.info[cls].size, size == 0 ? 1 : size);
+  }
 }
 
 TEST(FrontEndInvariants, HoldAfterThreadsAllocateAndFreeAcrossEachOther) {
