@@ -1,0 +1,333 @@
+// tests/allocator/api_conformance_glibc_test.cc: glibc's extensions
+// (mallopt, mallinfo, malloc_trim, malloc_stats, free_sized), the
+// __libc_* names, and cidmalloc.h's statistics (part of the
+// api_conformance_*_test binaries; see api_conformance_test.cc).
+
+#include "tests/allocator/api_conformance.h"
+
+namespace {
+
+using namespace cidmalloc_conformance;  // NOLINT(build/namespaces)
+
+// ---------------------------------------------------------------------------
+// glibc extensions.
+
+TEST(Glibc, MalloptAcceptsGlibcParametersAndRejectsUnknownOnes) {
+  for (int param : {M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD,
+                    M_MMAP_MAX, M_CHECK_ACTION, M_PERTURB, M_ARENA_TEST,
+                    M_ARENA_MAX}) {
+    EXPECT_EQ(mallopt(param, 1 << 20), 1) << param;
+  }
+  EXPECT_EQ(mallopt(12345, 1), 0);
+  EXPECT_EQ(mallopt(0, 1), 0);
+}
+
+TEST(Glibc, MallinfoTracksTenMebibytes) {
+  malloc_trim(0);
+  const struct mallinfo2 before = mallinfo2();
+  EXPECT_GT(before.arena, 0u);
+  EXPECT_GT(before.uordblks, 0u);
+  EXPECT_EQ(before.fordblks, before.arena - before.uordblks);
+
+  // 10 MiB as page runs and 10 MiB as one huge block.
+  std::vector<void*> runs;
+  for (int i = 0; i < 10; ++i) {
+    void* p = malloc(kMiB);
+    ASSERT_NE(p, nullptr);
+    Dirty(p, 1, kMiB);
+    runs.push_back(p);
+  }
+  void* huge = malloc(10 * kMiB);
+  ASSERT_NE(huge, nullptr);
+  Dirty(huge, 1, 10 * kMiB);
+  const struct mallinfo2 during = mallinfo2();
+  EXPECT_GE(during.uordblks, before.uordblks + 19 * kMiB);
+  EXPECT_GE(during.arena, before.arena + 10 * kMiB);
+
+  // The int interface reports the same numbers (they fit in an int here).
+  const struct mallinfo2 m2 = mallinfo2();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const struct mallinfo m1 = mallinfo();  // Deprecated, still exported.
+#pragma GCC diagnostic pop
+  EXPECT_EQ(static_cast<size_t>(m1.arena), m2.arena);
+  EXPECT_EQ(static_cast<size_t>(m1.uordblks), m2.uordblks);
+  EXPECT_EQ(static_cast<size_t>(m1.fordblks), m2.fordblks);
+
+  for (void* p : runs) free(p);
+  free(huge);
+  EXPECT_EQ(malloc_trim(0), 1) << "10 MiB of dirty free pages to release";
+  const struct mallinfo2 after = mallinfo2();
+  EXPECT_LE(after.uordblks + 19 * kMiB, during.uordblks);
+  EXPECT_LE(after.arena + 10 * kMiB, during.arena);  // The huge mapping.
+  EXPECT_GE(after.keepcost, 10 * kMiB);  // Free pages returned to the OS.
+}
+
+TEST(Glibc, MallocTrimReportsWhetherItReleasedAndMemoryStillWorks) {
+  std::vector<void*> v;
+  for (int i = 0; i < 8; ++i) {
+    void* p = malloc(512 * kKiB);
+    ASSERT_NE(p, nullptr);
+    Dirty(p, 0xab, 512 * kKiB);
+    v.push_back(p);
+  }
+  for (void* p : v) free(p);
+  EXPECT_EQ(malloc_trim(0), 1);
+  EXPECT_EQ(malloc_trim(0), 0) << "nothing left to release";
+  // Everything works afterwards, and released pages come back usable.
+  for (size_t size : {size_t{10}, size_t{1000}, size_t{60000},
+                      512 * kKiB, 3 * kMiB}) {
+    for (int i = 0; i < 8; ++i) {
+      void* p = malloc(size);
+      ASSERT_NE(p, nullptr);
+      FillPattern(p, size, 9);
+      ASSERT_EQ(FirstPatternMismatch(p, size, 9), size);
+      v[i] = p;
+    }
+    for (int i = 0; i < 8; ++i) free(v[i]);
+  }
+  EXPECT_GE(malloc_trim(1 << 30), 0);  // A pad larger than the heap.
+}
+
+TEST(Glibc, MallocStatsWritesASummaryToStderr) {
+  cidmalloc_test::FdCapture capture(2);
+  ASSERT_TRUE(capture.ok());
+  malloc_stats();
+  const std::string text = capture.Finish();
+  EXPECT_NE(text.find("cidmalloc: mode "), std::string::npos) << text;
+  EXPECT_NE(text.find("cidmalloc: node 0: mapped "), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(Glibc, FreeSizedAndFreeAlignedSized) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{5000},
+                      size_t{300000}, 3 * kMiB}) {
+    void* p = malloc(size);
+    ASSERT_NE(p, nullptr);
+    free_sized(p, size);
+    EXPECT_TRUE(LooksFreed(p)) << size;
+    for (size_t align : {size_t{16}, size_t{64}, size_t{4096}, 2 * kMiB}) {
+      void* q = aligned_alloc(align, size);
+      ASSERT_NE(q, nullptr);
+      free_aligned_sized(q, align, size);
+      EXPECT_TRUE(LooksFreed(q)) << size << " " << align;
+    }
+  }
+  free_sized(nullptr, 0);
+  free_aligned_sized(nullptr, 64, 0);
+}
+
+TEST(Glibc, LibcAliasesAreCidmalloc) {
+  // In a static link the aliases are the same functions.
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_malloc),
+            reinterpret_cast<void*>(&malloc));
+  EXPECT_EQ(reinterpret_cast<void*>(&__libc_free),
+            reinterpret_cast<void*>(&free));
+  EXPECT_EQ(reinterpret_cast<void*>(&cfree), reinterpret_cast<void*>(&free));
+
+  void* a = __libc_malloc(100);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(KindOf(a), BlockKind::kSmall);
+  EXPECT_GE(malloc_usable_size(a), 100u);
+  void* b = __libc_calloc(10, 10);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(FirstNonZero(b, 100), 100u);
+  EXPECT_EQ(KindOf(b), BlockKind::kSmall);
+  FillPattern(a, 100, 11);
+  void* c = __libc_realloc(a, 100000);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(FirstPatternMismatch(c, 100, 11), 100u);
+  EXPECT_EQ(KindOf(c), BlockKind::kLarge);
+  void* d = __libc_memalign(256, 1000);
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(IsAligned(d, 256));
+  EXPECT_GE(malloc_usable_size(d), 1000u);
+  void* e = __libc_valloc(10);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(IsAligned(e, kPage));
+  void* f = __libc_pvalloc(10);
+  ASSERT_NE(f, nullptr);
+  EXPECT_GE(malloc_usable_size(f), kPage);
+  void* g = nullptr;
+  ASSERT_EQ(__posix_memalign(&g, 128, 10), 0);
+  EXPECT_TRUE(IsAligned(g, 128));
+  free(b);
+  __libc_free(c);
+  free(d);
+  cfree(e);
+  __libc_free(f);
+  free(g);
+  for (void* p : {b, c, d, e, f, g}) EXPECT_TRUE(LooksFreed(p));
+}
+
+TEST(Glibc, LibcInternalAllocationsComeFromCidmalloc) {
+  // glibc's own allocations (strdup, open_memstream...) resolve malloc to
+  // the executable's definition: the blocks must be ours.
+  char* s = strdup("cidmalloc");
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(KindOf(s), BlockKind::kNotOurs);
+  EXPECT_GE(malloc_usable_size(s), 10u);
+  free(s);
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "malloc"), reinterpret_cast<void*>(&malloc));
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "free"), reinterpret_cast<void*>(&free));
+}
+
+// ---------------------------------------------------------------------------
+// cidmalloc.h.
+
+TEST(CidmallocStats, ModeAndTopology) {
+  const cidmalloc_stats s = Stats();
+  ASSERT_NE(s.mode, nullptr);
+  const std::string mode = s.mode;
+  EXPECT_TRUE(mode == "cid" || mode == "cpu" || mode == "none") << mode;
+  const cidmalloc::rseq::ProcessState& p = cidmalloc::rseq::Process();
+  EXPECT_EQ(mode, cidmalloc::rseq::ModeName(p.mode));
+  EXPECT_STREQ(s.registration, cidmalloc::rseq::RegistrationName(p.registration));
+  EXPECT_EQ(s.num_rseq_ids, p.num_rseq_ids);
+  EXPECT_EQ(s.num_nodes, static_cast<unsigned>(cidmalloc::os::NumNodes()));
+  EXPECT_GE(s.num_nodes, 1u);
+
+  // The mode the target asked for, lowered to what the kernel offers.
+  const char* want = getenv("CIDMALLOC_RSEQ_MODE");
+  if (want != nullptr) {
+    const cidmalloc::rseq::Mode asked =
+        strcmp(want, "none") == 0  ? cidmalloc::rseq::Mode::kNone
+        : strcmp(want, "cpu") == 0 ? cidmalloc::rseq::Mode::kCpu
+                                   : cidmalloc::rseq::Mode::kCid;
+    const cidmalloc::rseq::Mode expected =
+        asked < p.best_mode ? asked : p.best_mode;
+    EXPECT_EQ(mode, cidmalloc::rseq::ModeName(expected));
+  }
+}
+
+TEST(CidmallocStats, SlabsAndMemoryAfterAllocating) {
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(malloc(static_cast<size_t>(i % 500) + 1));
+  const cidmalloc_stats s = Stats();
+  EXPECT_GE(s.slabs, 1u);
+  EXPECT_GE(s.slab_bytes, s.slabs * 1024ull);
+  EXPECT_GT(s.meta_bytes, 0u);
+  EXPECT_GT(TotalOf(s.node_mapped, s.num_nodes), 0u);
+  EXPECT_GT(TotalOf(s.node_in_use, s.num_nodes), 0u);
+  for (unsigned n = 0; n < s.num_nodes; ++n) {
+    EXPECT_LE(s.node_released[n], s.node_free[n]) << n;
+    EXPECT_LE(s.node_free[n] + s.node_in_use[n], s.node_mapped[n]) << n;
+  }
+  if (s.num_nodes == 1) {
+    EXPECT_EQ(s.node_bind_failures[0], 0u);
+  }
+  for (void* p : v) free(p);
+}
+
+TEST(CidmallocStats, CountersFollowCidmallocStats) {
+  const bool counting = getenv("CIDMALLOC_STATS") != nullptr &&
+                        strcmp(getenv("CIDMALLOC_STATS"), "1") == 0;
+  const cidmalloc_stats before = Stats();
+  EXPECT_EQ(before.counting, counting ? 1 : 0);
+  std::vector<void*> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(malloc(64));
+  v.push_back(malloc(300000));
+  for (void* p : v) free(p);
+  const cidmalloc_stats after = Stats();
+  if (!counting) {
+    EXPECT_EQ(after.mallocs, 0u);
+    EXPECT_EQ(after.cache_hits, 0u);
+    EXPECT_EQ(after.frees, 0u);
+    EXPECT_EQ(after.remote_frees, 0u);
+    EXPECT_EQ(after.local_allocs, 0u);
+  } else {
+    EXPECT_GE(after.mallocs - before.mallocs, 1001u);
+    EXPECT_GE(after.frees - before.frees, 1001u);
+    EXPECT_GT(after.cache_hits, before.cache_hits);
+    EXPECT_LE(after.cache_hits, after.mallocs);
+    EXPECT_LE(after.local_allocs, after.mallocs);
+    if (after.num_nodes == 1) {
+      EXPECT_EQ(after.remote_frees, 0u);
+      EXPECT_EQ(after.local_allocs, after.mallocs);
+    }
+  }
+}
+
+TEST(CidmallocStats, PrintStatsWritesTheSummaryToTheGivenFd) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  cidmalloc_print_stats(fds[1]);
+  close(fds[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, n);
+  close(fds[0]);
+  const cidmalloc_stats s = Stats();
+  EXPECT_NE(text.find(std::string("cidmalloc: mode ") + s.mode),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cidmalloc: slabs touched "), std::string::npos) << text;
+  EXPECT_NE(text.find("cidmalloc: node 0: mapped "), std::string::npos) << text;
+  if (s.counting) {
+    EXPECT_NE(text.find("cidmalloc: mallocs "), std::string::npos) << text;
+  } else {
+    EXPECT_NE(text.find("operation counts off"), std::string::npos) << text;
+  }
+}
+
+// A caller built against an older, shorter struct passes its own size:
+// only that much is written, and it matches the full call's fields.  A
+// newer, longer struct gets zeros after this library's fields.
+TEST(CidmallocStats, SizedStatsWriteOnlyTheCallersStruct) {
+  constexpr size_t kOld = offsetof(cidmalloc_stats, idle_drains);
+  constexpr size_t kFull = sizeof(cidmalloc_stats);
+  alignas(cidmalloc_stats) unsigned char buf[kFull + 64];
+  memset(buf, 0xa5, sizeof buf);
+  auto* s = reinterpret_cast<cidmalloc_stats*>(buf);
+  EXPECT_EQ(cidmalloc_get_stats_sized(s, kOld), kOld);
+  for (size_t i = kOld; i < sizeof buf; ++i) {
+    ASSERT_EQ(buf[i], 0xa5) << "byte " << i << " written";
+  }
+  const cidmalloc_stats full = Stats();
+  EXPECT_STREQ(s->mode, full.mode);
+  EXPECT_EQ(s->num_nodes, full.num_nodes);
+  EXPECT_EQ(s->num_rseq_ids, full.num_rseq_ids);
+  EXPECT_EQ(s->node_mapped[0] != 0, full.node_mapped[0] != 0);
+
+  memset(buf, 0xa5, sizeof buf);
+  EXPECT_EQ(cidmalloc_get_stats_sized(s, sizeof buf), kFull);
+  EXPECT_NE(s->background_thread, nullptr);
+  EXPECT_STREQ(s->background_thread, full.background_thread);
+  for (size_t i = kFull; i < sizeof buf; ++i) {
+    ASSERT_EQ(buf[i], 0) << "byte " << i << " past this library's struct";
+  }
+}
+
+TEST(CidmallocStats, ReleaseFreeMemoryDrainsCachesAndReturnsPages) {
+  std::vector<void*> v;
+  for (int i = 0; i < 8; ++i) {
+    void* p = malloc(kMiB);
+    ASSERT_NE(p, nullptr);
+    Dirty(p, 0xcd, kMiB);
+    v.push_back(p);
+  }
+  for (int i = 0; i < 2000; ++i) v.push_back(malloc(128));
+  for (void* p : v) free(p);
+  const size_t released = cidmalloc_release_free_memory();
+  EXPECT_GE(released, 8 * kMiB);
+  const cidmalloc_stats s = Stats();
+  if (cidmalloc::rseq::Process().fence_available ||
+      cidmalloc::rseq::Process().mode == cidmalloc::rseq::Mode::kNone) {
+    EXPECT_EQ(s.cached_bytes, 0u) << "caches not drained";
+  }
+  for (unsigned n = 0; n < s.num_nodes; ++n) {
+    EXPECT_EQ(s.node_free[n], s.node_released[n]) << "node " << n;
+  }
+  EXPECT_EQ(cidmalloc_release_free_memory(), 0u);
+  // Memory works afterwards.
+  for (size_t size : {size_t{128}, kMiB}) {
+    void* p = malloc(size);
+    ASSERT_NE(p, nullptr);
+    FillPattern(p, size, 13);
+    EXPECT_EQ(FirstPatternMismatch(p, size, 13), size);
+    free(p);
+  }
+}
+
+}  // namespace
