@@ -552,12 +552,15 @@ check_run_demo() {
     { say "no 'self-check OK'"; tail -n 5 "$TMP/demo.out" >&2; return 1; }
   grep -q 'allocator: cidmalloc$' "$TMP/demo.out" ||
     { say "the demo did not run under cidmalloc"; return 1; }
-  local slabs hit
-  slabs="$(sed -nE 's/^cidmalloc: slabs touched ([0-9]+) .*/\1/p' "$TMP/demo.err")"
+  local ids slabs hit
+  ids="$(sed -nE 's/^cidmalloc: (cids|cpus|soft IDs) seen ([0-9]+), .*/\2/p' "$TMP/demo.err")"
+  slabs="$(sed -nE 's/^cidmalloc: .* seen [0-9]+, slabs touched ([0-9]+) .*/\1/p' "$TMP/demo.err")"
   hit="$(sed -nE 's/.*front-end hit rate ([0-9]+)\.[0-9]%.*/\1/p' "$TMP/demo.err")"
   say "$(grep '^demo: total' "$TMP/demo.out")"
-  say "slabs touched ${slabs:-?}, hit rate ${hit:-?}%"
+  say "IDs seen ${ids:-?}, slabs touched ${slabs:-?}, hit rate ${hit:-?}%"
   [[ -n "$slabs" && "$slabs" -ge 1 ]] || { say "no slab touched"; return 1; }
+  [[ -n "$ids" && "$ids" -ge 1 && "$ids" -le "$slabs" ]] ||
+    { say "IDs seen not between 1 and the slabs touched"; return 1; }
   [[ -n "$hit" && "$hit" -ge 80 ]] || { say "hit rate below 80%"; return 1; }
 }
 

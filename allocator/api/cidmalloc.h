@@ -46,6 +46,10 @@ struct cidmalloc_stats {
    * "starting", "running" or "failed", and how many times it woke up. */
   const char* background_thread;
   unsigned long long background_ticks;
+  /* Distinct IDs among those with a slab: cids in cid mode (a cid that ran
+   * on several nodes has a slab per node but counts once), cpus in cpu
+   * mode, soft IDs in none mode. */
+  unsigned ids_seen;
 };
 
 /* Fills *out; returns 0.  Does not allocate.  Fills all of this header's

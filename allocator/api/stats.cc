@@ -147,6 +147,7 @@ extern "C" __attribute__((visibility("default"))) int cidmalloc_get_stats(struct
   front_end::Stats fs;
   front_end::GetStats(&fs);
   out->slabs = fs.slabs;
+  out->ids_seen = fs.ids_seen;
   out->max_slab_id = fs.max_id;
   out->slab_bytes = fs.slab_bytes;
   out->cached_bytes = fs.cached_bytes;
@@ -201,7 +202,12 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
     b.Str("cidmalloc: mode ").Str(s.mode).Str(" (rseq registration ");
     b.Str(s.registration).Str("), ").Udec(s.num_nodes).Str(" node(s), ");
     b.Udec(s.num_rseq_ids).Str(" rseq IDs\n");
-    b.Str("cidmalloc: slabs touched ").Udec(s.slabs);
+    // What an ID is in this mode: "cids seen 2, slabs touched 2 (...)".
+    const char* ids = strcmp(s.mode, "cid") == 0   ? "cids"
+                      : strcmp(s.mode, "cpu") == 0 ? "cpus"
+                                                   : "soft IDs";
+    b.Str("cidmalloc: ").Str(ids).Str(" seen ").Udec(s.ids_seen);
+    b.Str(", slabs touched ").Udec(s.slabs);
     b.Str(" (highest ID ").Udec(s.max_slab_id).Str("), slab memory ");
     cidmalloc::api::MiB(b, s.slab_bytes);
     b.Str(", cached objects ");

@@ -32,6 +32,11 @@ using namespace internal;  // NOLINT: this file is the store's other half.
 
 uint32_t g_num_slabs = 0;  // Under g_lock.
 uint32_t g_max_id = 0;     // Under g_lock.
+// Under g_lock: the raw IDs that ever had a slab (bit per ID; see RawIdOf)
+// and how many.  With node-qualified IDs a cid has one slab per node it
+// ran on, so this can be below g_num_slabs.
+uint64_t g_raw_ids_seen[(kMaxIds + 63) / 64];
+uint32_t g_num_raw_ids_seen = 0;
 // Relaxed: it only decides whether a slow path calls MaybeDrainIdle, whose
 // own election (ClaimPeriodEnd) and locks make a second scanner harmless
 // while the setting changes hands.
@@ -42,6 +47,29 @@ std::atomic<IdleScanner> g_idle_scanner{IdleScanner::kSlowPaths};
 int FixedNode(uint32_t id) {
   const int node = rseq::NodeOfId(id);
   return node < os::NumNodes() ? node : 0;
+}
+
+// What Stats::ids_seen counts of `id`: its cid (a node-qualified ID's
+// cid part) or cpu in an rseq mode, the soft ID itself in none mode;
+// kMaxIds for a soft ID in an rseq mode (not counted).
+uint32_t RawIdOf(uint32_t id) {
+  const rseq::ProcessState& p = rseq::Process();
+  if (p.mode == rseq::Mode::kNone) return id;
+  if (id >= p.num_rseq_ids) return kMaxIds;
+  if (p.id_kind == rseq::IdKind::kNodeQualified) return id % p.cid_stride;
+  return id;
+}
+
+// Under g_lock: counts the raw ID of `id` as seen.
+void NoteIdSeen(uint32_t id) {
+  const uint32_t raw = RawIdOf(id);
+  if (raw >= kMaxIds) return;
+  uint64_t& word = g_raw_ids_seen[raw / 64];
+  const uint64_t bit = uint64_t{1} << (raw % 64);
+  if ((word & bit) == 0) {
+    word |= bit;
+    ++g_num_raw_ids_seen;
+  }
 }
 
 // The slab of `id`, creating it if the ID never had one.  nullptr if it is
@@ -67,6 +95,7 @@ void* EnsureSlab(uint32_t id) {
   __atomic_store_n(&g_store[id], slab, __ATOMIC_RELAXED);
   ++g_num_slabs;
   if (id > g_max_id) g_max_id = id;
+  NoteIdSeen(id);
   // Release: the initialised slab is visible before the critical sections
   // can find it (they load g_slabs[id] and then the stack).
   __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
@@ -433,6 +462,7 @@ void CheckInvariants() {
 void GetStats(Stats* out) {
   os::SpinLockHolder h(&g_lock);
   out->slabs = g_num_slabs;
+  out->ids_seen = g_num_raw_ids_seen;
   out->max_id = g_max_id;
   out->slab_bytes = 0;
   out->cached_bytes = 0;

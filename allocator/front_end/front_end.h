@@ -263,6 +263,9 @@ void ForkChild();
 
 struct Stats {
   uint32_t slabs;          // Slabs allocated (IDs that ever missed).
+  uint32_t ids_seen;       // Distinct cids (cid mode; a node-qualified
+                           // ID counts as its cid), cpus (cpu mode) or
+                           // soft IDs (none mode) among those IDs.
   uint32_t max_id;         // Highest ID with a slab.
   uint64_t slab_bytes;     // Pages of those slabs ever written: headers,
                            // the remote stacks, and the stacks of classes

@@ -205,6 +205,13 @@ TEST(CidmallocStats, SlabsAndMemoryAfterAllocating) {
   for (int i = 0; i < 1000; ++i) v.push_back(malloc(static_cast<size_t>(i % 500) + 1));
   const cidmalloc_stats s = Stats();
   EXPECT_GE(s.slabs, 1u);
+  // Every slab's ID counts once; a cid with slabs on several nodes once.
+  EXPECT_GE(s.ids_seen, 1u);
+  EXPECT_LE(s.ids_seen, s.slabs);
+  if (strcmp(s.mode, "none") != 0) {
+    // A cid stays below the cpus allowed, a cpu below the cpus possible.
+    EXPECT_LE(s.ids_seen, static_cast<unsigned>(sysconf(_SC_NPROCESSORS_CONF)));
+  }
   EXPECT_GE(s.slab_bytes, s.slabs * 1024ull);
   EXPECT_GT(s.meta_bytes, 0u);
   EXPECT_GT(TotalOf(s.node_mapped, s.num_nodes), 0u);
@@ -262,7 +269,13 @@ TEST(CidmallocStats, PrintStatsWritesTheSummaryToTheGivenFd) {
   EXPECT_NE(text.find(std::string("cidmalloc: mode ") + s.mode),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("cidmalloc: slabs touched "), std::string::npos) << text;
+  const std::string ids = strcmp(s.mode, "cid") == 0   ? "cids"
+                          : strcmp(s.mode, "cpu") == 0 ? "cpus"
+                                                       : "soft IDs";
+  EXPECT_NE(text.find("cidmalloc: " + ids + " seen " +
+                      std::to_string(s.ids_seen) + ", slabs touched "),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("cidmalloc: node 0: mapped "), std::string::npos) << text;
   if (s.counting) {
     EXPECT_NE(text.find("cidmalloc: mallocs "), std::string::npos) << text;
