@@ -219,11 +219,13 @@ int main(int argc, char** argv) {
   cidmalloc_get_stats(&s);
   printf("SLABS mode=%s registration=%s threads=%d migrate_every=%d "
          "seconds=%.1f ops=%llu "
-         "cpus_visited=%d cpu_changes=%llu slabs=%u max_slab_id=%u "
+         "cpus_visited=%d cpu_changes=%llu slabs=%u ids_seen=%u "
+         "max_slab_id=%u "
          "slab_bytes=%llu cached_bytes=%llu num_rseq_ids=%u online_cpus=%ld\n",
          s.mode, s.registration, o.threads, o.migrate_every, elapsed,
          static_cast<unsigned long long>(ops), visited,
-         static_cast<unsigned long long>(changes), s.slabs, s.max_slab_id,
+         static_cast<unsigned long long>(changes), s.slabs, s.ids_seen,
+         s.max_slab_id,
          s.slab_bytes, s.cached_bytes, s.num_rseq_ids,
          sysconf(_SC_NPROCESSORS_ONLN));
   bool ok = true;

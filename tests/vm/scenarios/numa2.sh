@@ -37,3 +37,9 @@ fi
 # per (node, cid), i.e. 4 per node.
 check slabs.qualified 60 \
   slabs --threads 4 --seconds 3 --max-slabs 8 --expect-mode cid
+# The same threads moved across all cpus (both nodes), reported: a cid
+# gets a slab on each node it runs on, so the slabs can reach twice the
+# cids seen (seen: 8 cids, 16 slabs; with migrations 6.12 hands out cids
+# up to the cpu count, not the thread count).
+report slabs.qualified_migrating 60 \
+  slabs --threads 4 --seconds 3 --migrate-every 2048 --expect-mode cid
