@@ -92,10 +92,11 @@ inline bool MarkFree(void* p, uintptr_t state) {
 // and FreeSmallSlow start with the node-qualified sections (kFastQualified:
 // the fast path of a multi-node machine, one tail call away from the
 // inline one) and tail-call the full slow paths, AllocSmallFull and
-// FreeSmallFull, when those fail or do not apply.  These are only the soft-ID owner protocol's pop and push
-// (kFastSoft: none mode's fast path, two tail calls away), and tail-call
-// AllocSmallMiss and FreeSmallMiss, which do the rest: the caches of any
-// mode, refills and flushes, counting.
+// FreeSmallFull, when those fail or do not apply.  These are only the
+// soft-ID owner protocol's pop and push (kFastSoft: none mode's fast
+// path, two tail calls away), and tail-call AllocSmallMiss and
+// FreeSmallMiss, which do the rest: the caches of any mode, refills and
+// flushes, counting.
 // All noexcept (they report failures through errno or abort): a noexcept
 // caller such as operator delete can then reach them by a tail jump too,
 // without a stack frame on its fast path.
