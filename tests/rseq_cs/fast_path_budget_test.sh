@@ -48,7 +48,7 @@ declare -A BUDGET=(
 
 # Stores to memory inside the critical section (start_ip..commit): the
 # commit, plus for push the link written into the item (the caller's)
-# (rseq/cs_x86_64.h: "The only store to shared data in [4, 5) is the last
+# (rseq/cs_x86_64_asm.h: "The only store to shared data in [4, 5) is the last
 # instruction").
 declare -A STORES=(
   [probe_pop]=1

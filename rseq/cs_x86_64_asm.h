@@ -1,0 +1,334 @@
+// rseq/cs_x86_64_asm.h: the text of the restartable critical sections,
+// x86-64: the macros that emit each section's descriptor, arming, ID load
+// and body, with a pseudo-code comment on every instruction.  The C++
+// operations that instantiate them, one `asm volatile goto` each, are in
+// rseq/cs_x86_64.h.
+//
+// Each operation is one `asm goto`.  Its layout:
+//
+//   __rseq_cs:            3: { version 0, flags 0, start_ip 4f,
+//                              post_commit_offset 5f - 4f, abort_ip 6f }
+//   __rseq_cs_ptr_array:  .quad 3b
+//   __rseq_failure:       ud1 RSEQ_SIG(%rip), %edi  (the 4 signature bytes
+//                         sit right before the abort IP)
+//                      6: jmp abort               (restart from C++)
+//   .text:                rseq_cs = &3b           (arm the descriptor)
+//                      4: ... loads, checks ...    (start_ip)
+//                         single commit store
+//                      5:                          (post_commit_ip)
+//
+// Invariants (//tests/rseq_cs:section_test checks that each section starts
+// by reading the rseq area and ends with its commit; fast_path_budget_test
+// counts the stores inside the probes' sections):
+//   - The only store to shared data in [4, 5) is the last instruction.
+//     Earlier stores go to memory private to the caller: batch `out`, and
+//     the first word (the link) of an item being pushed, which is the
+//     caller's until the commit puts it on the stack.
+//   - The ID is read inside the section, after the descriptor is armed, so
+//     a preemption, migration or signal between reading it and the commit
+//     restarts the section.
+//   - Every failure branch leaves without storing to shared data.
+//   - Kernel-owned fields are only loaded.
+//
+// Operands shared by every section:
+//   area    (memory) %fs offset of the rseq area (rseq_cs at area + 8)
+//   idoff   (memory) %fs offset of the ID field (mm_cid or cpu_id)
+//   nids    number of rseq IDs; an ID at or above it (including the
+//           ~0 of a not-yet-registered own area) fails the section.
+//           The wide sections (IdBound::kWideTable) have no such check:
+//           they index a table of kWideTableIds entries with the ID's low
+//           16 bits, and an ID that no thread can hold finds a null entry.
+//   stride, nnodes  node-qualified IDs: the cid and node bounds
+// Every section is `asm volatile goto`: GCC 12 deletes an `asm goto` that
+// has outputs when the outputs are unused (seen with the counter add),
+// despite the documented implicit volatile.
+//
+// Only included by rseq/cs_x86_64.h.
+#ifndef CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
+#define CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
+
+#include "rseq/abi.h"
+#include "rseq/inject.h"
+#include "rseq/state.h"
+
+// Emits the descriptor (label 3), its pointer, and the signed abort stub
+// (label 6) that jumps to the C++ label `abort`.  The "?" flag puts all
+// three in the section group of the code around them: when the linker
+// drops a duplicate COMDAT copy of an inline function, its descriptors go
+// with it instead of pointing into discarded code.  The code between 4 and 5
+// is the critical section.
+#define CIDMALLOC_RSEQ_CS_DEFINE                                          \
+  ".pushsection __rseq_cs, \"aw?\"\n\t"                                   \
+  ".balign " CIDMALLOC_STR(CIDMALLOC_RSEQ_CS_ALIGN) "\n"                 \
+  "3:\n\t"                                                               \
+  ".long 0, 0\n\t"                   /* version, flags */                \
+  ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
+  ".popsection\n\t"                                                      \
+  ".pushsection __rseq_cs_ptr_array, \"aw?\"\n\t"                         \
+  ".balign 8\n\t"                                                       \
+  ".quad 3b\n\t"                                                         \
+  ".popsection\n\t"                                                      \
+  ".pushsection __rseq_failure, \"ax?\"\n\t"                              \
+  ".byte 0x0f, 0xb9, 0x3d\n\t"       /* ud1 <sig>(%rip), %edi */         \
+  ".long " CIDMALLOC_STR(CIDMALLOC_RSEQ_SIG) "\n"                        \
+  "6:\n\t"                                                               \
+  "jmp %l[abort]\n\t"                /* restart the operation */         \
+  ".popsection\n\t"
+
+// id = area offset; rax = &descriptor; area->rseq_cs = rax; start_ip.
+// The area and ID-field offsets are memory operands loaded into the id
+// register, which is free until the section reads the ID: the caller keeps
+// two registers fewer live.  The arming store is the last instruction
+// before start_ip.
+#define CIDMALLOC_RSEQ_CS_ARM                                             \
+  "movq %[area], %q[id]\n\t"           /* id = area offset */             \
+  "leaq 3b(%%rip), %%rax\n\t"          /* rax = &descriptor */            \
+  "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)          \
+  "(%q[id])\n"                          /* area->rseq_cs = rax */          \
+  "4:\n\t"
+
+// id = area->id_field; if (id >= nids) goto fail
+#define CIDMALLOC_RSEQ_CS_LOAD_ID                                         \
+  "movq %[idoff], %q[id]\n\t"          /* id = ID field offset */         \
+  "movl %%fs:(%q[id]), %k[id]\n\t"     /* id = current cid / cpu */       \
+  "cmpl %[nids], %k[id]\n\t"           /* if (id >= nids) */              \
+  "jae %l[fail]\n\t"                   /*   goto fail */
+
+// id = low 16 bits of area->id_field.  No bound check: the table has an
+// entry for every 16-bit value (kWideTableIds), null beyond the IDs in use,
+// so an unregistered own area (mm_cid ~0 -> 0xffff, cpu_id -1 -> 0xffff)
+// fails at the null test below.  One load and one branch fewer than
+// CIDMALLOC_RSEQ_CS_LOAD_ID.
+#define CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE                                    \
+  "movq %[idoff], %q[id]\n\t"          /* id = ID field offset */         \
+  "movzwl %%fs:(%q[id]), %k[id]\n\t"   /* id = (uint16) cid / cpu */
+
+// id = low 16 bits of area->mm_cid, read through the area offset that the
+// arming code left in the id register: CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE without
+// its load of the ID-field offset.  Cid mode only (IdBound::kWideMmCid).
+#define CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE                                \
+  "movzwl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID)                  \
+  "(%q[id]), %k[id]\n\t"               /* id = (uint16) area->mm_cid */
+
+// s = table[id]; if (s == NULL) goto fail; s += offset
+#define CIDMALLOC_RSEQ_CS_LOAD_STACK                                      \
+  "movq (%[table], %q[id], 8), %[s]\n\t" /* s = table[id] */             \
+  "testq %[s], %[s]\n\t"                 /* if (s == NULL) */            \
+  "jz %l[fail]\n\t"                      /*   goto fail */               \
+  "addq %[offset], %[s]\n\t"             /* s = (char*)s + offset */
+
+// Node-qualified IDs (IdKind::kNodeQualified).  The id register holds the
+// area offset from the arming code.  `check` is empty, or
+// CIDMALLOC_RSEQ_CS_CHECK_NODE for a push that insists on a node.
+//   eax = area->node_id; if (eax >= nnodes) goto fail; check;
+//   eax *= cid_stride; id = area->mm_cid; if (id >= cid_stride) goto fail;
+//   id += eax
+#define CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check)                         \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID)                   \
+  "(%q[id]), %%eax\n\t"                /* eax = area->node_id */          \
+  "cmpl %[nnodes], %%eax\n\t"          /* if (eax >= nnodes) */           \
+  "jae %l[fail]\n\t"                   /*   goto fail */                  \
+  check                                                                    \
+  "imull %[stride], %%eax\n\t"         /* eax *= cid_stride */            \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID)                    \
+  "(%q[id]), %k[id]\n\t"               /* id = area->mm_cid */            \
+  "cmpl %[stride], %k[id]\n\t"         /* if (id >= cid_stride) */        \
+  "jae %l[fail]\n\t"                   /*   goto fail */                  \
+  "addl %%eax, %k[id]\n\t"             /* id += eax */
+
+// if (eax != node) goto fail   (eax = area->node_id)
+#define CIDMALLOC_RSEQ_CS_CHECK_NODE                                       \
+  "cmpl %[node], %%eax\n\t"            /* if (eax != node) */             \
+  "jne %l[fail]\n\t"                   /*   goto fail */
+
+// The wide mm_cid sections' only shared operand (PopMmCid, PushMmCid).
+#define CIDMALLOC_RSEQ_CS_AREA_INPUT \
+  [area] "m"(::cidmalloc::rseq::g_process.area_offset)
+
+// Memory operands only: a section that does not use one costs nothing.
+#define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
+  [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
+      [idoff] "m"(::cidmalloc::rseq::g_process.id_offset),         \
+      [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids),       \
+      [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
+      [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
+
+// On every failure label.  GCC 12.2 at -O1 with -fsanitize=address or
+// undefined miscompiles a function whose asm goto has outputs: on the goto
+// path it returned the output register's stale contents instead of the
+// failure value (tests/rseq: Ops.TryPopTryPushAreTheCriticalSectionsAlone
+// under --config=asan).  An empty volatile asm on the label avoids it.
+#define CIDMALLOC_RSEQ_FAIL_BARRIER() asm volatile("" ::: "memory")
+
+// Each operation's code is a macro of its ID load and its compare-twice
+// check, instantiated once per IdKind: the raw and the node-qualified
+// versions are separate critical sections with separate descriptors.
+//
+// id <<= 6; commit: *(base + id) += delta
+#define CIDMALLOC_RSEQ_COUNTER_ADD_ASM(load_id)                              \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  "shlq $" CIDMALLOC_STR(CIDMALLOC_COUNTER_STRIDE_SHIFT) ", %[id]\n\t"       \
+                                       /* id <<= 6 */                        \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "addq %[delta], (%[base], %[id])\n"  /* commit: *(base + id) += delta */   \
+  "5:\n\t"
+
+// w = s->top; v = w & kItemMask; if (v == NULL) fail; w = v->next;
+// commit: s->top = w
+#define CIDMALLOC_RSEQ_POP_ASM(load_id, compare_twice)                       \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movq (%[s]), %[n]\n\t"              /* w = s->top */                      \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[v]\n\t"          \
+                                       /* v = kItemMask */                   \
+  "andq %[n], %[v]\n\t"                /* v &= w: the top item */            \
+  "jz %l[fail]\n\t"                    /* if (v == NULL: empty) goto fail */ \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  "movq (%[v]), %[n]\n\t"              /* w = v->next: the word below */     \
+  compare_twice                                                              \
+  "movq %[n], (%[s])\n"                /* commit: s->top = w */              \
+  "5:\n\t"
+
+// w = s->top; n = w >> 48; if (n >= s->capacity) fail; item->next = w;
+// commit: s->top = item | (n + 1) << 48
+#define CIDMALLOC_RSEQ_PUSH_ASM(load_id, compare_twice)                      \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movq (%[s]), %%rax\n\t"             /* rax = s->top */                    \
+  "cmpq " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_LIMIT) "(%[s]), %%rax\n\t"        \
+                                       /* if (rax >= capacity << 48) */      \
+  "jae %l[fail]\n\t"                   /*   goto fail (full) */              \
+  "movq %%rax, (%[item])\n\t"          /* item->next = rax (the caller's) */ \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[n]\n\t"          \
+                                       /* n = kItemMask */                   \
+  "orq %%rax, %[n]\n\t"                /* n |= rax: count << 48 | mask */    \
+  "leaq 1(%[n], %[item]), %[n]\n\t"    /* n += 1 + item: the new top word */ \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movq %[n], (%[s])\n"                /* commit: s->top = n */              \
+  "5:\n\t"
+
+// w = s->top; end = min(w >> 48, want); if (end == 0) fail;
+// do { rax = w & mask; *o++ = rax; w = rax->next; } while (--end);
+// commit: s->top = w
+#define CIDMALLOC_RSEQ_POP_BATCH_ASM(load_id, compare_twice)                 \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movq (%[s]), %[n]\n\t"              /* w = s->top */                      \
+  "movq %[n], %[end]\n\t"              /* end = w */                         \
+  "shrq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[end]\n\t"           \
+                                       /* end >>= 48: the count */           \
+  "jz %l[fail]\n\t"                    /* if (end == 0) goto fail */         \
+  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
+  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
+  "jz %l[fail]\n\t"                    /*   goto fail */                     \
+  "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[m]\n\t"          \
+                                       /* m = kItemMask */                   \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  "9:\n\t"                             /* do { */                            \
+  "movq %[n], %%rax\n\t"               /*   rax = w */                       \
+  "andq %[m], %%rax\n\t"               /*   rax &= m: the item */            \
+  "movq %%rax, (%[o])\n\t"             /*   *o = rax (caller-private) */     \
+  "addq $8, %[o]\n\t"                  /*   o += 1 */                        \
+  "movq (%%rax), %[n]\n\t"             /*   w = rax->next */                 \
+  "subl $1, %k[end]\n\t"               /* } while (--end != 0) */            \
+  "jnz 9b\n\t"                                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movq %[n], (%[s])\n"                /* commit: s->top = w */              \
+  "5:\n\t"
+
+// w = s->top; n = w >> 48; end = min(s->capacity - n, want); if (end <= 0)
+// fail; do { rax = *i++; rax->next = w; w = rax | ++n << 48; } while (--end);
+// commit: s->top = w
+#define CIDMALLOC_RSEQ_PUSH_BATCH_ASM(load_id, compare_twice)                \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movq (%[s]), %[w]\n\t"              /* w = s->top */                      \
+  "movq %[w], %[n]\n\t"                /* n = w */                           \
+  "shrq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[n]\n\t"             \
+                                       /* n >>= 48: the count */             \
+  "movzwl " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s]), %k[end]\n\t"  \
+                                       /* end = s->capacity */               \
+  "subl %k[n], %k[end]\n\t"            /* end -= n (room) */                 \
+  "jbe %l[fail]\n\t"                   /* if (room <= 0) goto fail */        \
+  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
+  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
+  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
+  "jz %l[fail]\n\t"                    /*   goto fail */                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  "9:\n\t"                             /* do { */                            \
+  "movq (%[i]), %%rax\n\t"             /*   rax = *i */                      \
+  "movq %[w], (%%rax)\n\t"             /*   rax->next = w (caller's item) */ \
+  "addq $8, %[i]\n\t"                  /*   i += 1 */                        \
+  "addq $1, %[n]\n\t"                  /*   n += 1 */                        \
+  "movq %[n], %[w]\n\t"                /*   w = n */                         \
+  "shlq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[w]\n\t"             \
+                                       /*   w <<= 48 */                      \
+  "orq %%rax, %[w]\n\t"                /*   w |= rax */                      \
+  "subl $1, %k[end]\n\t"               /* } while (--end != 0) */            \
+  "jnz 9b\n\t"                                                               \
+  CIDMALLOC_RSEQ_INJECT_ASM(2)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movq %[w], (%[s])\n"                /* commit: s->top = w */              \
+  "5:\n\t"
+
+// c = s->capacity + delta; c = min(max(c, 0), limit);
+// commit: s->capacity = c
+#define CIDMALLOC_RSEQ_ADJUST_CAPACITY_ASM(load_id, compare_twice)           \
+  CIDMALLOC_RSEQ_CS_DEFINE CIDMALLOC_RSEQ_CS_ARM load_id                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                               \
+  CIDMALLOC_RSEQ_CS_LOAD_STACK                                               \
+  "movzwl " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s]), %k[c]\n\t"    \
+                                       /* c = s->capacity */                 \
+  "addl %[delta], %k[c]\n\t"           /* c += delta */                      \
+  "jns 8f\n\t"                         /* if (c < 0) */                      \
+  "xorl %k[c], %k[c]\n"                /*   c = 0 */                         \
+  "8:\n\t"                                                                   \
+  "cmpl %[limit], %k[c]\n\t"           /* if (c > limit) */                  \
+  "cmoval %[limit], %k[c]\n\t"         /*   c = limit */                     \
+  CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
+  compare_twice                                                              \
+  CIDMALLOC_RSEQ_INJECT_ASM(3)                                               \
+  "movw %w[c], " CIDMALLOC_STR(CIDMALLOC_STACK_OFF_CAPACITY) "(%[s])\n"         \
+                                       /* commit: s->capacity = c */         \
+  "5:\n\t"
+
+// The raw, the wide raw and wide mm_cid (Pop and Push only) and the
+// node-qualified instantiation of an operation: one `asm volatile goto`
+// each, with the same operands.
+#define CIDMALLOC_RSEQ_RAW_ASM(body) \
+  body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
+#define CIDMALLOC_RSEQ_WIDE_ASM(body) \
+  body(CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE, CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM("id"))
+#define CIDMALLOC_RSEQ_MM_CID_ASM(body)         \
+  body(CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE,      \
+       CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM("id"))
+#define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
+  body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
+       CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
+
+// Pop's item: %rax, the scratch register that arms the descriptor, so that
+// the caller keeps one register fewer live; but where the compare-twice
+// check or the test delays use %rax after the item is loaded, any other.
+#if defined(CIDMALLOC_RSEQ_COMPARE_TWICE) || defined(CIDMALLOC_RSEQ_INJECT)
+#define CIDMALLOC_RSEQ_POP_V(v) "=&r"(v)
+#define CIDMALLOC_RSEQ_POP_CLOBBERS "rax",
+#else
+#define CIDMALLOC_RSEQ_POP_V(v) "=&a"(v)
+#define CIDMALLOC_RSEQ_POP_CLOBBERS
+#endif
+
+#endif  // CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
