@@ -21,8 +21,10 @@
 // interrupts them and the drainer quiesces IDs under them.
 //
 // Linked with //rseq:rseq_testing (CIDMALLOC_RSEQ_INJECT and
-// CIDMALLOC_RSEQ_COMPARE_TWICE).  Built once per environment (BUILD):
-// cid, cpu and none modes, and own registration.
+// CIDMALLOC_RSEQ_COMPARE_TWICE).  Built once per environment (BUILD's
+// ENVS): cid mode with glibc's and with its own registration, cpu mode,
+// none mode with the owner protocol and with the soft-ID lock, and
+// node-qualified IDs.
 //
 // The test, its scenarios and the setup check are here; what the threads
 // of a run do is in stress_threads.cc, what both share in stress.h.
