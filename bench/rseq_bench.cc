@@ -8,8 +8,9 @@
 //
 // Four groups, one source each, registered (and so listed and run) in the
 // order of the sources in bench/BUILD's srcs, which is this one
-// (docs/benchmarks.md: "rseq layer" for the first two, the allocator's
-// updates and tuning log for the others):
+// (docs/benchmarks/rseq_layer.md for the first two; for the others the
+// allocator's updates, docs/benchmarks.md and
+// docs/benchmarks/allocator_history.md, and docs/benchmarks/tuning_log.md):
 //   BM_Cpu_*      rseq_bench_cpu.cc:
 //                 reading the current cpu (node, cid, ID): an empty loop as
 //                 the baseline, the rseq area loads of rseq/rseq.h, glibc's

@@ -63,7 +63,7 @@ namespace cidmalloc::rseq {
 // Why linked: a pop from an array (count, then slots[count - 1]) gets its
 // item from a load whose address waits for the count, which the last push
 // to the same stack may still be storing.  Pairs of random sizes paid for
-// it, and so did batches (docs/benchmarks.md, tuning log: the array took
+// it, and so did batches (docs/benchmarks/tuning_log.md: the array took
 // 1.19x the time of this stack on random-size pairs and 1.15-1.22x on
 // batches; fixed-size pairs the same).
 struct Stack {

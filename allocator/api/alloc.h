@@ -27,7 +27,7 @@
 // Where they started otherwise depended on every function before them,
 // and that alone moved fixed-size pairs by 5-8 % and random-size pairs by
 // up to 20 % between builds whose fast paths were the same instructions
-// (docs/benchmarks.md, tuning log).
+// (docs/benchmarks/tuning_log.md).
 #define CIDMALLOC_HOT_ENTRY __attribute__((aligned(64)))
 
 namespace cidmalloc::api {
@@ -67,7 +67,8 @@ enum FastPath : uint8_t {
 
 // The fast-path flags and the free cookie's secret share one word, so that
 // free() gets both with one load (a load fewer on its path made random-size
-// pairs 0.89x as fast; docs/benchmarks.md):
+// pairs 0.89x as fast; docs/benchmarks/allocator_history.md, "Update at
+// `747a94b`"):
 //   bits 0-7  the FastPath flags (0 before initialisation);
 //   the word  the cookie's secret: freed small objects carry
 //             `address ^ g_state` in their second word, and a free() that
@@ -129,7 +130,7 @@ __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
   // memory (`testb $1, g_state(%rip)`), which with its RIP-relative address
   // and immediate is not one micro-fused operation; as a load and a `test`
   // that fuses with its branch the fast path issues one operation fewer
-  // (docs/benchmarks.md, tuning log).  Cpu mode's test below reuses it.
+  // (docs/benchmarks/tuning_log.md).  Cpu mode's test below reuses it.
   uintptr_t state = g_state;
   asm("" : "+r"(state));
   if (CIDMALLOC_LIKELY(state & kFastAlloc)) {
@@ -166,7 +167,7 @@ __attribute__((always_inline)) inline void* AllocSmall(int cls) {
 // offset); the class is looked up on the slow path only.  Sizes up to 1 KiB
 // are tested first, with one comparison: testing size <= kMaxSmallSize
 // first put a second compare-and-branch on their path, which cost fixed-size
-// pairs 4-5 % (docs/benchmarks.md, tuning log).
+// pairs 4-5 % (docs/benchmarks/tuning_log.md).
 __attribute__((always_inline)) inline void* Alloc(size_t size) {
   if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
     return AllocFromStack(front_end::SmallStackOffsetOf(size));
@@ -201,7 +202,7 @@ enum class StackOf : uint8_t {
 // mark) and its push.  With StackOf::kSizeHint the push's address comes
 // from `hint`, the stack offset of the caller's size, which is known before
 // the span tag is loaded: a pair of random sizes (operator new, sized
-// operator delete) is then 0.87x as long (docs/benchmarks.md, tuning log).
+// operator delete) is then 0.87x as long (docs/benchmarks/tuning_log.md).
 // The tag still decides: a size whose stack is not the tag's goes to the
 // slow path with the tag's class, so a wrong size cannot misfile an object.
 template <StackOf kStack>

@@ -7,8 +7,8 @@
 // Built twice (allocator/api/BUILD).  With CIDMALLOC_WEAK_LIBSTDCXX, for
 // libcidmalloc.so, libstdc++ is not a dependency: loading it would cost
 // every preloaded C program about 1 ms of start-up and 1 MB of RSS (docs/
-// benchmarks.md).  This file is the only one that needs it (the other
-// layers are built with -fno-exceptions), for the new-handler and for
+// benchmarks/tuning_log.md).  This file is the only one that needs it (the
+// other layers are built with -fno-exceptions), for the new-handler and for
 // throwing and catching std::bad_alloc, and there its references are weak.
 // A C++ program has libstdc++ loaded, so they resolve to it.  In a program
 // without it nothing calls operator new, unless it loads a C++ library
@@ -134,7 +134,7 @@ inline void* NewAlignedNothrow(std::size_t size,
 // Each operator starts on a cache line, as malloc and free do
 // (CIDMALLOC_HOT_ENTRY, alloc.h): unaligned, cpu mode's sections (placed
 // after the ret) made operator new and sized delete 1.3-1.5x slower than
-// with the same instructions aligned (docs/benchmarks.md, tuning log).
+// with the same instructions aligned (docs/benchmarks/tuning_log.md).
 #define CIDMALLOC_NEW_EXPORT \
   __attribute__((visibility("default"))) CIDMALLOC_HOT_ENTRY
 

@@ -58,7 +58,7 @@ constexpr SizeClassInfo MakeClass(int cls) {
   c.limit = (span / c.size) * c.size;
   // 16 KiB of objects a batch (32 at most, 2 at least): 32 KiB batches
   // held 0.5-1.2 MB more in the caches of small two-thread programs for no
-  // measurable speed (docs/benchmarks.md, tuning log).
+  // measurable speed (docs/benchmarks/tuning_log.md).
   uint32_t batch = 16 * 1024 / c.size;
   batch = batch < 2 ? 2 : (batch > kMaxBatch ? kMaxBatch : batch);
   c.batch = static_cast<uint16_t>(batch);

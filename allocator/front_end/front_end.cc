@@ -370,7 +370,7 @@ void* AllocSlow(int cls) {
   // come in ascending addresses, and a program that walks its objects in
   // allocation order (Python's garbage collector) then walks memory forward,
   // as under a bump allocator: descending runs of a batch made Python's
-  // collector 1.8x as slow (docs/benchmarks.md, tuning log).
+  // collector 1.8x as slow (docs/benchmarks/tuning_log.md).
   for (uint32_t i = 1, j = n - 1; i < j; ++i, --j) {
     void* t = buf[i];
     buf[i] = buf[j];

@@ -14,7 +14,7 @@
 // huge page would make up to 2 MiB resident for a few bytes.  Advising
 // every mapping at creation also made the fragmentation workload 1.35x
 // slower here (each 2 MiB fault of fresh guest memory costs the VM ~3 ms)
-// and 1.7 % larger, for no gain (docs/benchmarks.md, tuning log).  mremap
+// and 1.7 % larger, for no gain (docs/benchmarks/tuning_log.md).  mremap
 // keeps the advice when ResizeHuge grows or moves the mapping.
 //
 // (A cache of freed mappings for reuse was tried: no time gained on the

@@ -6,7 +6,7 @@ thread then only sleeps, and prints its resident set in MiB right after
 the threads and every 0.5 s for 3 s, on one line.  An allocator that gives
 memory back only when it is called keeps it all; one with a background
 thread (cidmalloc's CIDMALLOC_BACKGROUND_THREAD=on, jemalloc's
-background_thread:true) can return it.  docs/benchmarks.md, tuning log.
+background_thread:true) can return it.  docs/benchmarks/tuning_log.md.
 
   PYTHONMALLOC=malloc LD_PRELOAD=<lib> python3 bench/alloc/quiet_after_burst.py
 """

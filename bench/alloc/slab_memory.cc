@@ -12,7 +12,7 @@
 // joining them, prints one line of key=value pairs: the mode, the distinct
 // IDs and cpus seen, and cidmalloc_get_stats()'s slabs and slab_bytes.
 // bench/alloc/slab_memory.sh runs it for T = 2, 4, 8, 16 in cid and cpu
-// mode (docs/benchmarks.md, section "Allocator").
+// mode (docs/benchmarks/allocator_303b808.md, "3. Front-end memory (slabs)").
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@ machine; writes latest.md, latest.json and latest.svg.
 
 ./cidmalloc bench builds //:libcidmalloc.so, //bench/workloads:all and
 //bench/runner:measure and then runs this with --bazel-bin; see --help and
-docs/benchmarks.md ("The bench runner").  Python 3 standard library only.
+docs/benchmarks/runner.md.  Python 3 standard library only.
 """
 import argparse
 import json

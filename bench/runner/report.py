@@ -255,7 +255,7 @@ def markdown(data, plot_name):
     how = f"median [lowest–highest] of {n} runs" if n > 1 else "one run"
     lines = ["# ./cidmalloc bench: latest results", "",
              "Written by `./cidmalloc bench` (bench/runner/); "
-             "[docs/benchmarks.md](../benchmarks.md#the-bench-runner) "
+             "[docs/benchmarks/runner.md](runner.md) "
              "describes the runner.", ""]
     for key in ("date", "command", "mode", "runs per allocator", "sizes",
                 "machine", "kernel", "os", "glibc", "transparent hugepages",

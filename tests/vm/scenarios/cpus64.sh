@@ -8,7 +8,7 @@
 # asserted: Linux 6.12 hands out cids above the thread count when running
 # threads are migrated (the source cpu keeps its cid until a periodic scan
 # takes it back), so a 4-thread process reaches 7-10 cids.  The figures go
-# into docs/benchmarks.md ("Front-end memory: cid vs cpu mode in a 64-vCPU
+# into docs/benchmarks/vm.md ("Front-end memory: cid vs cpu mode in a 64-vCPU
 # VM").  One node: on several, cid-mode IDs are node-qualified and a thread
 # that crosses nodes uses one slab per (node, cid); numa2 checks that bound.
 # vm-kernel: 6.12
