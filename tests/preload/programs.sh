@@ -1,0 +1,188 @@
+# tests/preload/programs.sh: the real programs of tests/preload_test.sh
+# (which sources it), each run with the library preloaded and on glibc's
+# malloc and its output compared: python3 (tests/preload/alloc_heavy.py),
+# sort (~50 MB), gcc (a C file from tests/preload/gen_c.sh), git (a 200-file
+# repository) and perl (a big hash).  Paths are relative to the repository
+# root, tests/preload_test.sh's working directory; the helpers (pre, base,
+# same, run_to, ...) are tests/preload/harness.sh's.
+# shellcheck shell=bash
+
+# --- python3 -----------------------------------------------------------------
+
+PY=/usr/bin/python3
+
+python_baseline() {
+  [[ -s "$TMP/py.base" ]] && return 0
+  run_to "$TMP/py.base" "$TMP/py.base.err" "python3 (glibc)" \
+    base PYTHONHASHSEED=0 "$PY" tests/preload/alloc_heavy.py
+}
+
+# check_python [PYTHONMALLOC]: alloc_heavy.py under cidmalloc, compared.
+check_python() {
+  need "$PY" || return
+  python_baseline || return 1
+  local -a env=(PYTHONHASHSEED=0)
+  [[ -n "${1:-}" ]] && env+=(PYTHONMALLOC="$1")
+  run_to "$TMP/py.pre" "$TMP/py.pre.err" "python3" \
+    pre "${env[@]}" "$PY" tests/preload/alloc_heavy.py || return 1
+  same "$TMP/py.base" "$TMP/py.pre" "python3 output" || return 1
+  say "$(head -1 "$TMP/py.pre")"
+}
+
+# --- sort --------------------------------------------------------------------
+
+# ~50 MB, 1.7 M lines: hex key, number, word, line number (awk's numbers are
+# doubles; the LCG stays below 2^53, so every awk computes the same file).
+sort_input() {
+  [[ -s "$TMP/sort.in" ]] && return 0
+  awk 'BEGIN {
+    x = 1
+    for (i = 0; i < 1700000; i++) {
+      x = (x * 69069 + 1) % 4294967296
+      y = (x * 69069 + 1) % 4294967296
+      printf "%08x %d %s-%d\n", x, y % 100000,
+        substr("abcdefghijklmnopqrstuvwxyz", x % 26 + 1, y % 13 + 1), i
+      x = y
+    }
+  }' >"$TMP/sort.in"
+  LC_ALL=C sort "$TMP/sort.in" | sha256sum >"$TMP/sort.base"
+}
+
+check_sort() {
+  need sort awk sha256sum || return
+  sort_input || { say "could not generate the input"; return 1; }
+  local rc=0
+  pre LC_ALL=C sort "$TMP/sort.in" 2>"$TMP/sort.err" | sha256sum >"$TMP/sort.pre" ||
+    rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "sort"
+    tail -n 5 "$TMP/sort.err" >&2
+    return 1
+  fi
+  same "$TMP/sort.base" "$TMP/sort.pre" "sha256 of sorted output" || return 1
+  say "$(wc -c <"$TMP/sort.in") bytes, sha256 $(cut -c1-16 "$TMP/sort.pre")"
+}
+
+# --- gcc ---------------------------------------------------------------------
+
+check_gcc() {
+  need gcc || return
+  local d="$TMP/gcc"
+  mkdir -p "$d/base" "$d/pre"
+  tests/preload/gen_c.sh 150 >"$d/prog.c"
+  cp "$d/prog.c" "$d/base/prog.c"
+  cp "$d/prog.c" "$d/pre/prog.c"
+  # Same relative paths in both: the compiler's output may name them.
+  (cd "$d/base" && run_to cc.out cc.err "gcc (glibc)" base gcc -O1 -o prog prog.c) ||
+    return 1
+  (cd "$d/pre" && run_to cc.out cc.err "gcc" pre gcc -O1 -o prog prog.c) ||
+    return 1
+  # gcc is deterministic: the same source gives the same executable.
+  same "$d/base/prog" "$d/pre/prog" "compiled executable" || return 1
+  run_to "$d/base.out" "$d/base.err" "prog (glibc)" base "$d/base/prog" || return 1
+  run_to "$d/pre.out" "$d/pre.err" "prog" pre "$d/pre/prog" || return 1
+  same "$d/base.out" "$d/pre.out" "program output" || return 1
+  say "$(wc -l <"$d/prog.c") lines of C, $(cat "$d/pre.out")"
+}
+
+# --- git ---------------------------------------------------------------------
+
+# git_session WHO DIR: builds the same repository in DIR, with WHO (pre or
+# base) running every git command; prints what the comparison looks at.
+git_session() {
+  local who="$1" repo="$2"
+  mkdir -p "$repo"
+  # 200 files of 1..200 lines, in 10 directories.
+  awk -v repo="$repo" 'BEGIN {
+    for (i = 1; i <= 200; i++) {
+      f = sprintf("%s/dir%d/file%03d.txt", repo, i % 10, i)
+      if (i <= 10) system("mkdir -p " repo "/dir" i % 10)
+      for (j = 1; j <= i; j++) print "file " i " line " j " " (i * j % 97) > f
+      close(f)
+    }
+  }'
+  # git_step ARGS...: one git command; names the command that failed or hung.
+  git_step() {
+    local rc=0
+    "$who" git -C "$repo" "$@" || rc=$?
+    ((rc == 0)) || status_of "$rc" "git $*"
+    return "$rc"
+  }
+  git_step init -q -b main || return 1
+  git_step add . || return 1
+  git_step commit -q -m "200 files" || return 1
+  local i
+  for ((i = 1; i <= 200; i += 9)); do
+    echo "changed $i" >>"$repo/dir$((i % 10))/file$(printf %03d "$i").txt"
+  done
+  git_step rm -q "dir0/file200.txt" || return 1
+  git_step commit -q -a -m "change 23 files, remove 1" || return 1
+  git_step log --stat --format='%H %an %ad %s' || return 1
+  git_step gc -q --prune=now || return 1
+  git_step fsck --full --strict --no-progress || return 1
+  git_step count-objects -v | grep -E '^(count|in-pack|packs):' || return 1
+  git_step ls-tree -r HEAD | sha256sum
+}
+
+check_git() {
+  need git awk || return
+  # Reproducible commits: fixed identity and dates, no user configuration.
+  local -a env=(
+    HOME="$TMP/git-home" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+    GIT_AUTHOR_NAME=cidmalloc GIT_AUTHOR_EMAIL=cidmalloc@example.invalid
+    GIT_COMMITTER_NAME=cidmalloc GIT_COMMITTER_EMAIL=cidmalloc@example.invalid
+    GIT_AUTHOR_DATE="2024-01-01T00:00:00Z" GIT_COMMITTER_DATE="2024-01-01T00:00:00Z"
+  )
+  mkdir -p "$TMP/git-home"
+  # Fresh repositories each time: the check runs once per variant.
+  rm -rf "$TMP/git-base" "$TMP/git-pre"
+  local rc=0
+  (export "${env[@]}"; git_session base "$TMP/git-base") \
+    >"$TMP/git.base" 2>"$TMP/git.base.err" || rc=$?
+  if ((rc != 0)); then
+    say "git on glibc failed:"
+    tail -n 5 "$TMP/git.base.err" >&2
+    return 1
+  fi
+  (export "${env[@]}"; git_session pre "$TMP/git-pre") \
+    >"$TMP/git.pre" 2>"$TMP/git.pre.err" || rc=$?
+  if ((rc != 0)); then
+    say "git under cidmalloc failed:"
+    tail -n 5 "$TMP/git.pre.err" >&2
+    return 1
+  fi
+  if [[ -s "$TMP/git.pre.err" ]]; then
+    say "git printed on stderr:"
+    head -5 "$TMP/git.pre.err" >&2
+    return 1
+  fi
+  # Same commit IDs, stats, object counts and tree: byte for byte.
+  same "$TMP/git.base" "$TMP/git.pre" "git log / fsck / count-objects" ||
+    return 1
+  grep -q '^packs: 1$' "$TMP/git.pre" || { say "gc did not pack"; return 1; }
+  say "HEAD $(head -1 "$TMP/git.pre" | cut -c1-12), $(grep -c 'file' "$TMP/git.pre") log lines"
+}
+
+# --- perl --------------------------------------------------------------------
+
+# shellcheck disable=SC2016 # perl code, not shell
+PERL_PROG='
+my %h;
+for my $i (1 .. 120000) { $h{"key$i"} = join(",", ($i) x ($i % 23)) }
+my @k = sort keys %h;
+my $s = 0;
+$s = ($s * 33 + length($h{$_}) + ord($_)) % 4294967291 for @k;
+delete @h{grep { /7/ } @k};
+my $j = join("", map { substr($_, 0, 2) } sort values %h);
+print scalar(@k), " keys, ", scalar(keys %h), " left, checksum $s, ", length($j), "\n";
+'
+
+check_perl() {
+  need perl || return
+  run_to "$TMP/perl.base" "$TMP/perl.base.err" "perl (glibc)" \
+    base perl -e "$PERL_PROG" || return 1
+  run_to "$TMP/perl.pre" "$TMP/perl.pre.err" "perl" \
+    pre perl -e "$PERL_PROG" || return 1
+  same "$TMP/perl.base" "$TMP/perl.pre" "perl output" || return 1
+  say "$(cat "$TMP/perl.pre")"
+}

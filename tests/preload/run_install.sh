@@ -1,0 +1,152 @@
+# tests/preload/run_install.sh: the front script's `./cidmalloc run` (a
+# command, and the demo) and `./cidmalloc install` (into a temporary prefix,
+# then a plain g++ link of the installed archive), for tests/preload_test.sh
+# (which sources it and runs them from the repository root).  The helpers
+# (base, say, status_of, ...) are tests/preload/harness.sh's; PY is
+# tests/preload/programs.sh's.
+# shellcheck shell=bash
+
+# --- ./cidmalloc run and install ---------------------------------------------
+
+# The last line of stderr file $1 is the CIDMALLOC_STATS=1 summary's.
+ends_with_summary() {
+  tail -n 1 "$1" | grep -qE '^cidmalloc: mallocs [0-9]+, front-end hit rate'
+}
+
+# As a user would type it: plain `python3` from PATH (a pyenv shim is
+# resolved by `run`, so there is still exactly one summary, python's).
+check_run_command() {
+  need python3 || return
+  local rc=0
+  timeout -k 5 "$LIMIT" ./cidmalloc run -- python3 -c 'print(sum(range(10**6)))' \
+    >"$TMP/run.out" 2>"$TMP/run.err" </dev/null || rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "./cidmalloc run -- python3"
+    tail -n 10 "$TMP/run.err" >&2
+    return 1
+  fi
+  [[ "$(cat "$TMP/run.out")" == 499999500000 ]] ||
+    { say "stdout: $(head -n 3 "$TMP/run.out")"; return 1; }
+  # The summary ends stderr (CIDMALLOC_STATS=1 by default), once.
+  ends_with_summary "$TMP/run.err" ||
+    { say "stderr does not end with the summary:"; tail -n 5 "$TMP/run.err" >&2; return 1; }
+  local n
+  n="$(grep -c '^cidmalloc: mode' "$TMP/run.err")"
+  ((n == 1)) || { say "$n summaries on stderr, want 1 (python3 is $(type -P python3))"; return 1; }
+  # Exit status passes through; a caller's CIDMALLOC_STATS=0 is kept.
+  rc=0
+  CIDMALLOC_STATS=0 timeout -k 5 "$LIMIT" ./cidmalloc run -- "$PY" -c 'raise SystemExit(7)' \
+    >"$TMP/run7.out" 2>"$TMP/run7.err" </dev/null || rc=$?
+  ((rc == 7)) || { say "./cidmalloc run -- python3 -c 'raise SystemExit(7)' exited $rc"; return 1; }
+  ! grep -q '^cidmalloc: ' "$TMP/run7.err" ||
+    { say "CIDMALLOC_STATS=0 still printed a summary"; return 1; }
+  # sort (coreutils, gnulib's closeout) closes stderr in an atexit handler,
+  # before the library's destructor runs: the summary must still come,
+  # through the duplicate of stderr kept for it.
+  printf 'b\na\n' >"$TMP/sort.in"
+  rc=0
+  timeout -k 5 "$LIMIT" ./cidmalloc run -- sort "$TMP/sort.in" \
+    >"$TMP/sort.out" 2>"$TMP/sort.err" </dev/null || rc=$?
+  ((rc == 0)) || { status_of "$rc" "./cidmalloc run -- sort"; return 1; }
+  [[ "$(tr '\n' ' ' <"$TMP/sort.out")" == "a b " ]] ||
+    { say "sort printed: $(head -n 3 "$TMP/sort.out")"; return 1; }
+  ends_with_summary "$TMP/sort.err" ||
+    { say "sort closed stderr and no summary came:"; tail -n 5 "$TMP/sort.err" >&2; return 1; }
+  # true never calls malloc, and the summary still comes (mallocs 0): the
+  # allocator initialises at exit when the knob asks for it.  The bench
+  # runner reads the mode this way too.
+  rc=0
+  timeout -k 5 "$LIMIT" ./cidmalloc run -- true >/dev/null 2>"$TMP/true.err" </dev/null || rc=$?
+  ((rc == 0)) || { status_of "$rc" "./cidmalloc run -- true"; return 1; }
+  if ! grep -q '^cidmalloc: mode ' "$TMP/true.err" ||
+    ! tail -n 1 "$TMP/true.err" | grep -qE '^cidmalloc: mallocs 0, '; then
+    say "no summary for a program that never allocates:"
+    tail -n 5 "$TMP/true.err" >&2
+    return 1
+  fi
+  say "499999500000 and one summary; exit status 7 passed through; sort's summary despite its closed stderr; true's summary (mallocs 0)"
+}
+
+check_run_demo() {
+  local rc=0
+  timeout -k 5 "$LIMIT" ./cidmalloc run >"$TMP/demo.out" 2>"$TMP/demo.err" </dev/null || rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "./cidmalloc run (demo)"
+    tail -n 5 "$TMP/demo.out" "$TMP/demo.err" >&2
+    return 1
+  fi
+  grep -q '^demo: self-check OK$' "$TMP/demo.out" ||
+    { say "no 'self-check OK'"; tail -n 5 "$TMP/demo.out" >&2; return 1; }
+  grep -q 'allocator: cidmalloc$' "$TMP/demo.out" ||
+    { say "the demo did not run under cidmalloc"; return 1; }
+  local ids slabs hit
+  ids="$(sed -nE 's/^cidmalloc: (cids|cpus|soft IDs) seen ([0-9]+), .*/\2/p' "$TMP/demo.err")"
+  slabs="$(sed -nE 's/^cidmalloc: .* seen [0-9]+, slabs touched ([0-9]+) .*/\1/p' "$TMP/demo.err")"
+  hit="$(sed -nE 's/.*front-end hit rate ([0-9]+)\.[0-9]%.*/\1/p' "$TMP/demo.err")"
+  say "$(grep '^demo: total' "$TMP/demo.out")"
+  say "IDs seen ${ids:-?}, slabs touched ${slabs:-?}, hit rate ${hit:-?}%"
+  [[ -n "$slabs" && "$slabs" -ge 1 ]] || { say "no slab touched"; return 1; }
+  [[ -n "$ids" && "$ids" -ge 1 && "$ids" -le "$slabs" ]] ||
+    { say "IDs seen not between 1 and the slabs touched"; return 1; }
+  [[ -n "$hit" && "$hit" -ge 80 ]] || { say "hit rate below 80%"; return 1; }
+}
+
+check_install() {
+  need g++ ar || return
+  local prefix="$TMP/prefix" rc=0
+  timeout -k 5 120 ./cidmalloc install "$prefix" >"$TMP/install.out" 2>&1 </dev/null ||
+    rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "./cidmalloc install"
+    tail -n 10 "$TMP/install.out" >&2
+    return 1
+  fi
+  local f
+  for f in lib/libcidmalloc.so lib/libcidmalloc.a include/cidmalloc.h; do
+    [[ -s "$prefix/$f" ]] || { say "missing $prefix/$f"; return 1; }
+  done
+  # A C program linked the documented way, against the installed files.
+  cat >"$TMP/prog.c" <<'EOF'
+#include <cidmalloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+  struct cidmalloc_stats s;
+  char *p[1000];
+  for (int i = 0; i < 1000; ++i) {
+    p[i] = malloc(16 + i * 8);
+    memset(p[i], i, 16 + i * 8);
+  }
+  for (int i = 0; i < 1000; ++i) free(p[i]);
+  if (cidmalloc_get_stats(&s) != 0 || s.mode == NULL || s.mode[0] == '\0') {
+    puts("no cidmalloc stats");
+    return 1;
+  }
+  printf("mode %s, %u slab(s), %llu mallocs counted\n", s.mode, s.slabs,
+         s.mallocs);
+  return s.slabs >= 1 ? 0 : 1;
+}
+EOF
+  (cd "$TMP" && gcc -c -I"$prefix/include" prog.c -o prog.o &&
+    g++ prog.o -L"$prefix/lib" -Wl,--whole-archive -l:libcidmalloc.a \
+      -Wl,--no-whole-archive -lpthread -o prog) >&2 ||
+    { say "linking with the installed libcidmalloc.a failed"; return 1; }
+  # Really static: no libcidmalloc.so needed at run time.
+  if ldd "$TMP/prog" | grep -q libcidmalloc; then
+    say "prog depends on libcidmalloc.so"
+    return 1
+  fi
+  run_to "$TMP/prog.out" "$TMP/prog.err" "statically linked prog" \
+    base CIDMALLOC_STATS=1 "$TMP/prog" || return 1
+  grep -q '^cidmalloc: mode' "$TMP/prog.err" || { say "no summary at exit"; return 1; }
+  # And the installed shared library, preloaded.
+  run_to "$TMP/so.out" "$TMP/so.err" "installed libcidmalloc.so" \
+    base LD_PRELOAD="$prefix/lib/libcidmalloc.so" CIDMALLOC_STATS=1 "$PY" -c 'print(6 * 7)' ||
+    return 1
+  if [[ "$(cat "$TMP/so.out")" != 42 ]] || ! grep -q '^cidmalloc: mode' "$TMP/so.err"; then
+    say "the installed libcidmalloc.so is not in use"
+    return 1
+  fi
+  say "static: $(cat "$TMP/prog.out")"
+}
