@@ -234,10 +234,10 @@ cmd_suite() {
     grep -h '^VMTEST-RETRY ' "$logdir"/*.out | cut -c1-300
   fi
   echo "---- locality (share of the objects malloc returned that are on the caller's node)"
-  grep -E '^VMTEST-(RESULT|INFO) [^ ]*locality' "$logdir"/*.out |
+  grep -HE '^VMTEST-(RESULT|INFO) [^ ]*locality' "$logdir"/*.out |
     sed -nE 's#^.*/([^/]+)\.out:VMTEST-[A-Z]+ ([^ ]+) ([A-Z-]+ )?.*LOCALITY allocator=([^ ]+) .*local_pct=([0-9.]+) min_node_pct=([0-9.]+).*#\1 \2: \4 \5% local (worst node \6%)#p' || true
   echo "---- slabs"
-  grep -E '^VMTEST-(RESULT|INFO) [^ ]*slabs' "$logdir"/*.out |
+  grep -HE '^VMTEST-(RESULT|INFO) [^ ]*slabs' "$logdir"/*.out |
     sed -nE 's#^.*/([^/]+)\.out:VMTEST-[A-Z]+ ([^ ]+) .*SLABS mode=([^ ]+) .*threads=([0-9]+) migrate_every=([0-9]+) .*cpus_visited=([0-9]+) .*slabs=([0-9]+) .*slab_bytes=([0-9]+) cached_bytes=([0-9]+).*#\1 \2: mode \3, \4 threads (migrate_every \5) on \6 cpus: \7 slabs, slab_bytes \8, cached_bytes \9#p' || true
   if grep -q '^VMTEST-RESULT [^ ]* KNOWN-BUG' "$logdir"/*.out 2>/dev/null; then
     echo "---- known bugs (not counted as failures)"
