@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "rseq/rseq.h"
+#include "tests/rseq_cs/descriptor.h"
 
 #define PROBE(name) \
   extern "C" __attribute__((noinline, used, section("sec_" #name)))
@@ -64,18 +65,7 @@ PROBE(probe_counter_add) void probe_counter_add(uintptr_t base, int64_t delta) {
   cidmalloc::rseq::CounterAdd(base, delta);
 }
 
-namespace {
-
-// struct rseq_cs, as laid out in rseq/abi.h.
-struct Descriptor {
-  uint32_t version;
-  uint32_t flags;
-  uint64_t start_ip;
-  uint64_t post_commit_offset;
-  uint64_t abort_ip;
-};
-
-}  // namespace
+using cidmalloc_rseq_cs_test::Descriptor;
 
 // Bounds of the descriptor section and of each probe's section, provided
 // by the linker.

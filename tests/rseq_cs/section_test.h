@@ -1,9 +1,9 @@
 // tests/rseq_cs/section_test.h: what the section test's sources share
 // (section_test.cc, section_code_test.cc, section_ops_test.cc): the
-// descriptor type, the linker-provided bounds of the sections, the probes
-// (one per kind of critical section, defined in section_test.cc), the
-// descriptors as linked, and the executable segments of the object that
-// holds them.
+// descriptor type (from descriptor.h), the linker-provided bounds of the
+// sections, the probes (one per kind of critical section, defined in
+// section_test.cc), the descriptors as linked, and the executable segments
+// of the object that holds them.
 #ifndef CIDMALLOC_TESTS_RSEQ_CS_SECTION_TEST_H_
 #define CIDMALLOC_TESTS_RSEQ_CS_SECTION_TEST_H_
 
@@ -17,6 +17,7 @@
 
 #include "rseq/abi.h"
 #include "rseq/rseq.h"
+#include "tests/rseq_cs/descriptor.h"
 
 #if !CIDMALLOC_RSEQ_X86_64
 #error "the rseq_cs descriptors exist on x86-64 only"
@@ -24,15 +25,7 @@
 
 namespace cidmalloc_section_test {
 
-// struct rseq_cs of the kernel ABI (rseq/abi.h).
-struct Descriptor {
-  uint32_t version;
-  uint32_t flags;
-  uint64_t start_ip;
-  uint64_t post_commit_offset;
-  uint64_t abort_ip;
-};
-static_assert(sizeof(Descriptor) == CIDMALLOC_RSEQ_CS_ALIGN);
+using cidmalloc_rseq_cs_test::Descriptor;
 
 }  // namespace cidmalloc_section_test
 
