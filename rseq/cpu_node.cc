@@ -52,6 +52,8 @@ void BuildFromSysfs() {
   }
 }
 
+// Acquire pairs with nothing: 0 is only the initial value, and the claim
+// only needs the CAS to make this thread the one writer of g_node.
 bool Claim() {
   int expected = 0;
   return g_table_state.compare_exchange_strong(expected, 1,

@@ -245,6 +245,9 @@ void DoInit() {
 void InitSlow() {
   if (t_in_init) return;  // Re-entered: the none-mode state is consistent.
   int expected = 0;
+  // Acquire matters only when the CAS fails on 2 (it then pairs with the
+  // release store below); 0 is only the initial value, so a winner has
+  // nothing to acquire.
   if (!g_process.init_state.compare_exchange_strong(
           expected, 1, std::memory_order_acquire)) {
     // Another thread initialises; its release store below pairs with this
@@ -264,6 +267,7 @@ void InitSlow() {
 
 ThreadPath ThreadPathSlow() {
   EnsureInit();
+  // Acquire: pairs with InitSlow()'s release store of 2.
   if (g_process.init_state.load(std::memory_order_acquire) != 2) {
     return ThreadPath::kSoft;  // Re-entered during Init(); do not cache.
   }

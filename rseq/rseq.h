@@ -31,8 +31,10 @@
 //
 // Touching another ID's stack (draining it): store nullptr into table[id]
 // (a relaxed atomic store), call QuiesceId(id), work on the region, then
-// store the pointer back (release).  After QuiesceId no operation on `id`
-// is in flight and every new one sees nullptr.
+// store the pointer back (release: pairs with the critical sections' load
+// of table[id], on which their loads of the stack depend).  After
+// QuiesceId no operation on `id` is in flight and every new one sees
+// nullptr.
 #ifndef CIDMALLOC_RSEQ_RSEQ_H_
 #define CIDMALLOC_RSEQ_RSEQ_H_
 
@@ -71,6 +73,11 @@ struct Stack {
   static constexpr int kCountShift = CIDMALLOC_STACK_COUNT_SHIFT;
   static constexpr uint32_t kMaxCapacity = CIDMALLOC_STACK_MAX_CAPACITY;
 
+  // `top` and `capacity` are written only by the stack's holder: its ID's
+  // critical sections, the soft ID's lock holder or owner, a drainer after
+  // QuiesceId or Fence, or the region's creator before it is published.
+  // Anyone else reads them with relaxed loads (Count(); the allocator's
+  // statistics and idle scan) and gets a recent value.
   uint64_t top;
   uint8_t reserved[6];  // Zero.
   uint16_t capacity;
@@ -338,8 +345,13 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 // Pop / Push, which handle every case.
 inline Stack* SoftStack(void* const* table, uintptr_t offset,
                         uint32_t index) {
-  // Relaxed: a drainer publishes regions with release stores, and the soft
-  // ID's lock or the owner protocol's acquire load orders what it did.
+  // Relaxed.  The soft ID's lock, or the owner protocol's acquire load of
+  // `held`, pairs with the last unlock, which orders a drainer's store of
+  // nullptr before this load.  But QuiesceId unlocks before the drain, so
+  // the drained stacks that the drainer's release store republishes are
+  // ordered before this thread's reads of them only by the address
+  // dependency on this load (and, for a new owner of the ID, by g_used in
+  // soft_ids.cc), not by an acquire here.
   char* region = static_cast<char*>(
       __atomic_load_n(&table[g_process.num_rseq_ids + index], __ATOMIC_RELAXED));
   return region == nullptr ? nullptr : reinterpret_cast<Stack*>(region + offset);

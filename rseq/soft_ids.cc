@@ -17,8 +17,11 @@ namespace {
 constexpr uint32_t kWords = kOwnedSoftIds / 64;
 static_assert(kOwnedSoftIds % 64 == 0);
 // Bit i set: soft index i is owned by a live thread.  Set and cleared with
-// acq_rel RMWs; ownership hand-over between threads is ordered by the soft
-// lock, not by this bitmap, which only avoids sharing.
+// acq_rel RMWs: the release of ReleaseOnExit's clear pairs with the acquire
+// of the CAS in AllocateIndex that next claims the bit, so a new owner,
+// which under the owner protocol takes no lock, sees what the last owner
+// did to the ID's data: its lock-free operations, and what the exit
+// callback did after QuiesceId let go of the lock (the allocator's drain).
 constinit std::atomic<uint64_t> g_used[kWords];
 
 // The calling thread's soft index, or -1.  Not a cache of the bitmap: a
@@ -32,6 +35,8 @@ void SetOwnerIndex() {
       t_index >= 0 && t_owned && g_soft_owner_protocol ? t_index : -1;
 }
 
+// Written by InitSoftIds during Init, before init_state's release store;
+// read-only afterwards.
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
 // Written once before threads use soft IDs (SetSoftIdExitCallback's

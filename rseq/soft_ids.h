@@ -81,10 +81,11 @@ __attribute__((always_inline)) inline bool SoftOwnerBegin(SoftLock& l) {
   l.busy.store(1, std::memory_order_relaxed);
   // The compiler keeps the store before the load of `held` and before the
   // operation's accesses; the cpu's store-load order is the locker's
-  // membarrier.
+  // membarrier (WaitForOwner, LockSoftIdsForFork).
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // Acquire: pairs with the last locker's release of the lock, so the owner
-  // sees what it did to the ID's data.
+  // sees what it did to the ID's data while it held the lock (a drainer's
+  // work after QuiesceId: see SoftStack in rseq.h).
   if (CIDMALLOC_LIKELY(l.held.load(std::memory_order_acquire) == 0)) {
     return true;
   }

@@ -101,8 +101,9 @@ struct alignas(64) ProcessState {
   uint32_t rseq_align = 0;     // getauxval(AT_RSEQ_ALIGN), 0 if absent.
   uint32_t possible_cpus = 0;  // From /sys/devices/system/cpu/possible.
   int registration_errno = 0;  // errno of our failed rseq(2), else 0.
-  // 0: not started, 1: in progress, 2: done.  Release-stored by Init();
-  // pairs with the acquire load in EnsureInit().
+  // 0: not started, 1: in progress, 2: done.  The release store of 2 in
+  // InitSlow() pairs with the acquire loads in EnsureInit(), InitSlow(),
+  // ThreadPathSlow() and os::InjectTopology().
   std::atomic<int> init_state{0};
 };
 

@@ -28,6 +28,8 @@ constinit bool g_counting = false;
 
 namespace {
 
+// Written once by DoInit, before the release store of g_init_state below;
+// read-only afterwards.
 constinit os::Config g_config;
 // 0: not started, 1: in progress, 2: ready.  The release store of 2 pairs
 // with the acquire loads in EnsureInit(): g_config and every layer's state
@@ -106,18 +108,23 @@ void InitSlow() {
   // re-entry would be a bug: report it rather than wait for ourselves.
   CIDMALLOC_CHECK(!t_initializing, "malloc re-entered during initialisation");
   int expected = 0;
+  // Acquire pairs with nothing on success (0 is only the initial value);
+  // a failed CAS goes on to the acquire loads below.
   if (g_init_state.compare_exchange_strong(expected, 1,
                                            std::memory_order_acquire)) {
     t_initializing = true;
     DoInit();
     t_initializing = false;
+    // Release: pairs with the acquire loads of g_init_state (EnsureInit(),
+    // the wait below, Initialized()).
     g_init_state.store(2, std::memory_order_release);
     // After "ready": pthread_atfork may call malloc, which now works.
     pthread_atfork(ForkPrepare, ForkParent, ForkChild);
     StatsAfterInit(g_config);
     return;
   }
-  // Another thread initialises: wait for it.
+  // Another thread initialises: wait for it.  Acquire: pairs with its
+  // release store of 2 above.
   while (g_init_state.load(std::memory_order_acquire) != 2) {
     syscall(SYS_sched_yield);
   }

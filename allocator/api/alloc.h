@@ -33,6 +33,8 @@
 namespace cidmalloc::api {
 
 // CIDMALLOC_STATS=1: count every operation (the fast paths are then off).
+// Written once by initialisation, before the release store of
+// g_init_state (alloc.cc); read-only afterwards.
 extern bool g_counting CIDMALLOC_HIDDEN;
 
 // Which fast paths may run, set once at the end of initialisation (0
@@ -75,7 +77,12 @@ enum FastPath : uint8_t {
 //             finds it there is a double free.  Bits 8-63 are random per
 //             process and never all 0 (with a secret of 0 the mark would be
 //             the object's own address, which a self-linked list head holds).
-// Written once by initialisation, published by its release store.
+// Written once by initialisation, before the release store of
+// g_init_state (alloc.cc), which publishes it to the slow paths.  The fast
+// paths read it with a plain load and no acquire: they count on
+// initialisation having happened before the reading thread was created
+// (glibc's pthread_create allocates, so a process's first malloc precedes
+// its second thread).
 extern uintptr_t g_state CIDMALLOC_HIDDEN;
 inline uint8_t FastFlags() { return static_cast<uint8_t>(g_state); }
 inline uintptr_t FreeMark(uintptr_t p, uintptr_t state) { return p ^ state; }

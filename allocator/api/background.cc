@@ -26,6 +26,8 @@ uint32_t g_tick_ms = 0;
 // When the first start may happen (os::MonotonicMs).  Relaxed: a stale
 // value only moves the start by a slow path.
 std::atomic<uint64_t> g_start_ms{0};
+// Relaxed: a statistic (cidmalloc_stats), counted by the thread and reset
+// in a fork child.
 std::atomic<uint64_t> g_ticks{0};
 
 // Half the shorter of the two periods the thread serves (0 for a period

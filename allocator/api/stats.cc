@@ -18,7 +18,9 @@ namespace cidmalloc::api {
 namespace {
 
 // Per-ID counters, one cache line per ID, updated with rseq::CounterAdd
-// (no atomics; exact sums) in counting mode.
+// (no atomics; exact sums) in counting mode: each is written only by its
+// ID's operations (a critical section, or under the soft ID's hold), and
+// Sum() reads them with relaxed loads (a recent total).
 struct alignas(64) IdCounters {
   int64_t mallocs = 0;
   int64_t hits = 0;
@@ -41,6 +43,10 @@ uint64_t Sum(int64_t IdCounters::*field) {
   return static_cast<uint64_t>(total);
 }
 
+// Written once by StatsAfterInit, just after initialisation's release
+// store (so not published by it); read by the exit destructor with no
+// synchronisation, which can miss the summary of an initialisation that
+// another thread is still finishing.
 bool g_print_at_exit = false;
 
 // Where the exit summary goes when stderr is gone.  Programs built on

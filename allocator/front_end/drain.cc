@@ -185,6 +185,8 @@ void OnSoftIdExit(uint32_t id) {
   // The exiting thread is not inside an operation, so its own ID can
   // always be quiesced; a shared ID waits for its lock.
   if (rseq::QuiesceId(id)) DrainUnpublished(slab, Drain::kTrim);
+  // Release: pairs with Published()'s acquire load and the critical
+  // sections' dependent load, as in DrainPickedLocked.
   __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
 }
 

@@ -142,7 +142,7 @@ struct SlabHeader {
   // ID (rseq::NodeOfId); for a raw cid or a soft ID the node of the last
   // refill, and the slab is flushed when it changes.
   std::atomic<int32_t> node;
-  uint32_t id;
+  uint32_t id;  // Set before the slab is first published; then read-only.
   // Capacity granted beyond each class's initial batch, in bytes of objects;
   // bounded by CIDMALLOC_CACHE_BYTES.
   std::atomic<int64_t> extra_bytes;
@@ -168,11 +168,16 @@ struct SlabHeader {
 static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 
 // The published slab of each ID (nullptr: none yet, or being drained).
-// Written with release stores under g_slab_lock or by a drainer; read by the
-// critical sections.  kWideTableIds entries, for the fast paths' sections
-// (rseq::PopUnchecked): those at kMaxIds and above are never written, so an
-// unregistered thread's ID (0xffff) finds null.  Only the first pages are
-// ever touched; the rest of the 512 KiB stays untouched .bss.
+// Written under g_lock (slab_store.h): release stores publish a slab
+// (EnsureSlab, and a drain when it puts the slab back), relaxed stores of
+// nullptr unpublish it for a drain.  The release stores pair with
+// Published()'s acquire load and with the critical sections' load of
+// g_slabs[id], on which their loads of the stack depend (the soft IDs'
+// paths load it relaxed: rseq::SoftStack).  kWideTableIds entries, for the
+// fast paths' sections (rseq::PopUnchecked): those at kMaxIds and above
+// are never written, so an unregistered thread's ID (0xffff) finds null.
+// Only the first pages are ever touched; the rest of the 512 KiB stays
+// untouched .bss.
 inline constexpr uint32_t kSlabTableIds = rseq::kWideTableIds;
 static_assert(kMaxIds <= kSlabTableIds);
 extern void* g_slabs[kSlabTableIds] CIDMALLOC_HIDDEN;

@@ -20,8 +20,10 @@ namespace cidmalloc::front_end::internal {
 extern const os::Config* g_config;
 
 // g_lock guards slab creation and g_store: g_store[id] owns the slab of id
-// whether or not it is published in g_slabs at the moment.  It also guards
-// the drains (DrainAll, MaybeDrainIdle, OnSoftIdExit), each header's
+// whether or not it is published in g_slabs at the moment.  Each entry is
+// written once, under g_lock, and never cleared; SlabOf also reads it
+// without the lock (a relaxed load: only whether it is null).  g_lock also
+// guards the drains (DrainAll, MaybeDrainIdle, OnSoftIdExit), each header's
 // events_seen, tops_seen and picked, and g_idle_drains.
 extern os::SpinLock g_lock;
 extern void* g_store[kMaxIds];

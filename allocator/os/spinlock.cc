@@ -9,6 +9,7 @@ __thread uint32_t t_spinlocks_held = 0;
 
 void SpinLock::LockSlow() {
   for (int spins = 0;; ++spins) {
+    // Acquire: pairs with the release in Unlock(), as in Lock().
     if (state_.load(std::memory_order_relaxed) == 0 &&
         state_.exchange(1, std::memory_order_acquire) == 0) {
       return;

@@ -28,7 +28,9 @@ class SpinLock {
   // t_spinlocks_held covers the lock from before it is taken until after
   // it is released, so that a signal handler never sees 0 while the lock
   // is held; the signal fences keep the compiler from moving the count
-  // across the lock's own operations (a handler runs on this thread).
+  // across the lock's own operations.  They pair with no other thread: the
+  // count's readers (MaybeDrainIdle, StartBackgroundIfDue) that matter run
+  // in a signal handler on this thread.
   void Lock() {
     ++t_spinlocks_held;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -42,6 +44,7 @@ class SpinLock {
   bool TryLock() {
     ++t_spinlocks_held;
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    // Acquire: pairs with the release in Unlock(), as in Lock().
     if (state_.load(std::memory_order_relaxed) != 0 ||
         state_.exchange(1, std::memory_order_acquire) != 0) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -51,6 +54,7 @@ class SpinLock {
     return true;
   }
   void Unlock() {
+    // Release: pairs with the next holder's acquire exchange.
     state_.store(0, std::memory_order_release);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     --t_spinlocks_held;
@@ -61,6 +65,8 @@ class SpinLock {
 
  private:
   void LockSlow();
+  // 0 free, 1 held: taken by an acquire exchange (Lock, TryLock,
+  // LockSlow), given back by Unlock()'s release store.
   std::atomic<uint32_t> state_{0};
 };
 

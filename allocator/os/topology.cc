@@ -30,7 +30,9 @@ void InitTopology() {
 bool InjectTopology(int num_nodes, const uint16_t* nodes, uint32_t ncpus) {
   if (num_nodes < 1 || num_nodes > kMaxNodes) return false;
   // Too late once rseq (and so the allocator) initialised: the fast paths
-  // were chosen for the real topology.
+  // were chosen for the real topology.  Acquire: pairs with rseq's release
+  // store of 2 in InitSlow(); only the value matters to this test hook,
+  // which must run before the first allocation (topology.h).
   if (rseq::g_process.init_state.load(std::memory_order_acquire) != 0) {
     return false;
   }

@@ -16,6 +16,9 @@ namespace cidmalloc::os {
 
 inline constexpr int kMaxNodes = 64;
 
+// Written during the allocator's initialisation (InitTopology, before the
+// release store of api's g_init_state) or before it (InjectTopology);
+// read-only afterwards.
 struct TopologyState {
   int num_nodes;        // Node indices are in [0, num_nodes).
   bool injected;        // A test injected a cpu->node table.

@@ -31,8 +31,10 @@ constexpr uint32_t BlockBit(int k, uint32_t i) {
 }
 
 struct ChunkInfo {
-  // --- Immutable after the chunk is published in the pagemap (a kHuge
-  // base: see huge_bytes). ---
+  // --- Set before any of the chunk's memory is handed out, then immutable
+  // (a kHuge base: see huge_bytes).  AllocHuge sets them before SetChunks
+  // publishes the record in the pagemap; Grow just after, under the node
+  // lock (the record is zero until then). ---
   uintptr_t base;     // Chunk start (kHeap) or mapping start (kHuge).
   ChunkKind kind;
   uint8_t node;
@@ -53,9 +55,14 @@ struct ChunkInfo {
   ChunkInfo* order_prev[kMaxOrder + 1];
   uint16_t listed_orders;  // Bit k: on the node's order-k list.
 
-  // --- Large allocations: written under the page heap lock when a run is
-  // allocated or freed, read without a lock by free() / realloc() /
-  // malloc_usable_size() of a pointer the program owns. ---
+  // --- Large allocations: written when a run is allocated (AllocLarge,
+  // after the page heap lock is let go), resized (ResizeRun, under the
+  // lock) or freed (FreeLarge, under the lock).  Read under the lock by
+  // FreeLarge and ResizeRun, and without it by LargeUsableSize (realloc(),
+  // malloc_usable_size()), always for a pointer the program owns, whose
+  // hand-over orders the read after the write; the allocation's and the
+  // resize's release stores pair with LargeUsableSize's acquire load all
+  // the same. ---
   // At a run's first page: its length in pages (0 elsewhere).
   uint16_t run_pages[kPagesPerChunk];
 

@@ -37,6 +37,7 @@ struct alignas(64) NodeHeap {
 };
 
 extern NodeHeap g_heaps[os::kMaxNodes] CIDMALLOC_HIDDEN;
+// Set once by Init(), during initialisation; read-only afterwards.
 extern const os::Config* g_config CIDMALLOC_HIDDEN;
 
 // huge.cc (they take the node lock themselves).

@@ -353,7 +353,9 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
     const uintptr_t p = AllocPages(node, static_cast<uint32_t>(pages), order,
                                    zeroed, &c);
     if (p == 0) return nullptr;
-    // Published to free() through the returned pointer (see chunk.h).
+    // Published to free() through the returned pointer (see chunk.h);
+    // after the node lock is let go.  Release: pairs with the acquire load
+    // in LargeUsableSize().
     __atomic_store_n(&c->run_pages[PageIndex(p)],
                      static_cast<uint16_t>(pages), __ATOMIC_RELEASE);
     return reinterpret_cast<void*>(p);
@@ -395,6 +397,8 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
     if (!TakeRange(h, c, page + n, want - n)) return false;
   }
   // Read by LargeUsableSize and FreeLarge of the owner only (see chunk.h).
+  // Release: pairs with the acquire load in LargeUsableSize(), which reads
+  // without the node lock.
   __atomic_store_n(&c->run_pages[page], static_cast<uint16_t>(want),
                    __ATOMIC_RELEASE);
   if (want < n) MaybeRelease(h);
@@ -404,6 +408,8 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
 size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
   if (c->kind == ChunkKind::kHuge) return HugeUsableSize(c, p);
   if ((p & (kPageSize - 1)) != 0) return 0;
+  // Acquire, without the node lock: pairs with the release stores in
+  // AllocLarge() and ResizeRun() (the caller owns p: see chunk.h).
   const uint16_t n =
       __atomic_load_n(&c->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);
   return size_t{n} << kPageShift;

@@ -31,8 +31,10 @@ bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info) {
       // with the acquire load in LookupChunk().
       slot.store(leaf, std::memory_order_release);
     }
-    // Release: *info is initialised before lookups can find it; pairs with
-    // the acquire load in LookupChunk().
+    // Release: what the caller wrote to *info is visible to lookups that
+    // find it; pairs with the acquire load in LookupChunk().  (All of it
+    // for a huge mapping; Grow sets base, kind and node after this, under
+    // its node lock, before any page of the chunk is handed out.)
     leaf->entry[c & ((1u << kLeafBits) - 1)].store(info,
                                                    std::memory_order_release);
   }

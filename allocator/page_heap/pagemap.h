@@ -38,6 +38,9 @@ inline constexpr int kAddressBits = 47;
 inline constexpr int kLeafBits = 13;
 inline constexpr int kRootBits = kAddressBits - kChunkShift - kLeafBits;
 
+// Entries and root slots: release stores under the pagemap lock
+// (SetChunks; a root slot is set once, to a zeroed leaf), acquire loads in
+// LookupChunk() without it.
 struct PagemapLeaf {
   std::atomic<ChunkInfo*> entry[1u << kLeafBits];
 };
@@ -48,6 +51,7 @@ extern std::atomic<PagemapLeaf*> g_pagemap_root[1u << kRootBits]
 inline ChunkInfo* LookupChunk(uintptr_t p) {
   if (CIDMALLOC_UNLIKELY(p >> kAddressBits)) return nullptr;
   const uintptr_t chunk = p >> kChunkShift;
+  // Acquire (both loads): pairs with the release stores in SetChunks().
   PagemapLeaf* leaf =
       g_pagemap_root[chunk >> kLeafBits].load(std::memory_order_acquire);
   if (CIDMALLOC_UNLIKELY(leaf == nullptr)) return nullptr;
@@ -65,6 +69,12 @@ inline constexpr int kSpanLeafShift = 34;                          // 16 GiB
 inline constexpr int kSpanRootBits = kAddressBits - kSpanLeafShift;
 inline constexpr int kSpanLeafBits = kSpanLeafShift - kSpanTagShift;
 
+// Tags: relaxed stores by SetSpanTags under the central list lock of the
+// span's (node, class), relaxed loads in LookupSpanTag() (see there).  Root
+// slots: set once, under the pagemap lock, with a release store of a
+// zeroed leaf (EnsureSpanTagLeaf); acquire loads in LookupSpanTag(), a
+// relaxed one in SetSpanTags (the span's chunk, whose leaf was set up when
+// it was mapped, came to its caller through the node lock).
 struct SpanTagLeaf {
   std::atomic<uint32_t> tag[1u << kSpanLeafBits];
 };
@@ -75,8 +85,8 @@ extern std::atomic<SpanTagLeaf*> g_span_tag_root[1u << kSpanRootBits]
 // which free() addresses RIP-relative, and `base`, the first address of
 // its 16 GiB region: the region of the first chunk the heap maps.  Until
 // then base is 2^63 (non-canonical), and the leaf is all zero, so that a
-// garbage pointer in that window finds tag 0.  Written once, under the
-// pagemap lock.
+// garbage pointer in that window finds tag 0.  `base` is written once,
+// under the pagemap lock; the leaf's tags as in any leaf (SpanTagLeaf).
 extern SpanTagLeaf g_primary_span_tags CIDMALLOC_HIDDEN;
 struct SpanTagHint {
   // 0 - base: the lookup adds it to the pointer, where `p - base` cost a
