@@ -345,15 +345,14 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 // Pop / Push, which handle every case.
 inline Stack* SoftStack(void* const* table, uintptr_t offset,
                         uint32_t index) {
-  // Relaxed.  The soft ID's lock, or the owner protocol's acquire load of
-  // `held`, pairs with the last unlock, which orders a drainer's store of
-  // nullptr before this load.  But QuiesceId unlocks before the drain, so
-  // the drained stacks that the drainer's release store republishes are
-  // ordered before this thread's reads of them only by the address
-  // dependency on this load (and, for a new owner of the ID, by g_used in
-  // soft_ids.cc), not by an acquire here.
+  // Acquire: pairs with the drainer's release store that republishes the
+  // region after draining it (front_end/drain.cc), so that the drained
+  // stacks are ordered before this thread's reads of them.  The soft ID's
+  // lock, or the owner protocol's acquire load of `held`, orders only the
+  // drainer's earlier store of nullptr: QuiesceId unlocks before the drain.
+  // (On x86-64 an acquire load is the same `mov`.)
   char* region = static_cast<char*>(
-      __atomic_load_n(&table[g_process.num_rseq_ids + index], __ATOMIC_RELAXED));
+      __atomic_load_n(&table[g_process.num_rseq_ids + index], __ATOMIC_ACQUIRE));
   return region == nullptr ? nullptr : reinterpret_cast<Stack*>(region + offset);
 }
 

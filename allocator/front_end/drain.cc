@@ -104,9 +104,10 @@ uint32_t DrainPickedLocked(Drain kind) {
       DrainUnpublished(slab, kind);
       ++drained;
     }
-    // Release: pairs with the acquire loads of the slab (Published(), and
-    // the critical sections' dependent load), so that the drained stacks
-    // are seen before the slab is.
+    // Release: pairs with the acquire loads of the slab (Published(), a
+    // soft ID's SoftStack() in rseq/rseq.h, and the critical sections'
+    // dependent load), so that the drained stacks are seen before the slab
+    // is.
     __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
   }
   return drained;

@@ -31,10 +31,10 @@ constexpr uint32_t BlockBit(int k, uint32_t i) {
 }
 
 struct ChunkInfo {
-  // --- Set before any of the chunk's memory is handed out, then immutable
-  // (a kHuge base: see huge_bytes).  AllocHuge sets them before SetChunks
-  // publishes the record in the pagemap; Grow just after, under the node
-  // lock (the record is zero until then). ---
+  // --- Set before SetChunks publishes the record in the pagemap (its
+  // release stores pair with LookupChunk's acquire loads), by AllocHuge and
+  // by Grow (under the node lock), then immutable (a kHuge base: see
+  // huge_bytes). ---
   uintptr_t base;     // Chunk start (kHeap) or mapping start (kHuge).
   ChunkKind kind;
   uint8_t node;

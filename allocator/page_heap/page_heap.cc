@@ -127,6 +127,15 @@ bool Grow(NodeHeap* h, int node) {
   for (uint32_t i = 0; i < n; ++i) {
     ChunkInfo* c = NewChunkInfo();
     const uintptr_t base = reinterpret_cast<uintptr_t>(mem) + i * kChunkSize;
+    if (c != nullptr) {
+      // Before SetChunks publishes the record (its release stores): a
+      // lookup that finds it, even for a pointer nobody owns yet (an
+      // invalid free into this chunk), sees its base, kind and node.
+      c->base = base;
+      c->kind = ChunkKind::kHeap;
+      c->node = static_cast<uint8_t>(node);
+      for (uint64_t& w : c->released) w = ~uint64_t{0};  // Untouched: zero.
+    }
     if (c == nullptr || !EnsureSpanTagLeaf(base) ||
         !SetChunks(base, kChunkSize, c)) {
       // Give back the chunks not yet handed to the heap.
@@ -135,10 +144,6 @@ bool Grow(NodeHeap* h, int node) {
       errno = ENOMEM;
       return i > 0;
     }
-    c->base = base;
-    c->kind = ChunkKind::kHeap;
-    c->node = static_cast<uint8_t>(node);
-    for (uint64_t& w : c->released) w = ~uint64_t{0};  // Untouched: zero.
     MarkFree(h, c, kMaxOrder, 0);
     h->mapped_bytes += kChunkSize;
     h->free_pages += kPagesPerChunk;
