@@ -72,6 +72,7 @@ void DoInit() {
   front_end::Init(&g_config);
   BackgroundInit(&g_config);
   g_counting = g_config.stats;
+  StatsInit(g_config);
   rseq::SetSoftIdExitCallback(front_end::OnSoftIdExit);
   // kFastFree and kFastSoft push without the remote check: one node only.
   const bool one_node = os::NumNodes() == 1 && !os::g_topology.injected;
@@ -120,7 +121,6 @@ void InitSlow() {
     g_init_state.store(2, std::memory_order_release);
     // After "ready": pthread_atfork may call malloc, which now works.
     pthread_atfork(ForkPrepare, ForkParent, ForkChild);
-    StatsAfterInit(g_config);
     return;
   }
   // Another thread initialises: wait for it.  Acquire: pairs with its

@@ -43,10 +43,9 @@ uint64_t Sum(int64_t IdCounters::*field) {
   return static_cast<uint64_t>(total);
 }
 
-// Written once by StatsAfterInit, just after initialisation's release
-// store (so not published by it); read by the exit destructor with no
-// synchronisation, which can miss the summary of an initialisation that
-// another thread is still finishing.
+// Written once by StatsInit, during initialisation: published by its
+// release store of g_init_state, which the exit destructor acquires
+// (Initialized(), or Config() waiting for it) before reading this.
 bool g_print_at_exit = false;
 
 // Where the exit summary goes when stderr is gone.  Programs built on
@@ -118,21 +117,21 @@ void CountFree(void*, bool remote) {
   if (remote) rseq::CounterAdd(Field(&IdCounters::remote_frees), 1);
 }
 
-void StatsAfterInit(const os::Config& config) {
+void StatsInit(const os::Config& config) {
   if (config.stats) SaveStderr();
   g_print_at_exit = config.stats;
 }
 
 // Runs at exit (also for static links): the CIDMALLOC_STATS=1 summary.
 __attribute__((destructor)) void PrintStatsAtExit() {
-  if (!g_print_at_exit) {
+  if (!Initialized()) {
     // A program that never allocated (`./cidmalloc run -- true`) never
     // initialised the allocator, and so never read the knob: read it now,
     // and initialise only if it asks for the summary.
-    if (Initialized() || !os::StatsKnobOn()) return;
-    Config();  // Initialises; sets g_print_at_exit and keeps stderr.
-    if (!g_print_at_exit) return;
+    if (!os::StatsKnobOn()) return;
+    Config();  // Initialises (or waits for the thread that does).
   }
+  if (!g_print_at_exit) return;
   const int fd = SummaryFd();
   if (fd >= 0) cidmalloc_print_stats(fd);
 }

@@ -14,8 +14,10 @@ bool Initialized();
 void CountAlloc(void* p, bool cache_hit);
 void CountFree(void* p, bool remote);
 
-// Called once when initialisation is complete.
-void StatsAfterInit(const os::Config& config);
+// Called once by initialisation, before its release store publishes it:
+// records whether the summary is printed at exit (CIDMALLOC_STATS) and,
+// when it is, keeps a copy of stderr.
+void StatsInit(const os::Config& config);
 
 }  // namespace cidmalloc::api
 
