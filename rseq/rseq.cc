@@ -147,7 +147,10 @@ void CounterAddSlow(uintptr_t base, int64_t delta) {
   int64_t* counter = reinterpret_cast<int64_t*>(
       base + (uintptr_t{g_process.num_rseq_ids + index}
               << CIDMALLOC_COUNTER_STRIDE_SHIFT));
-  *counter += delta;
+  // One writer (the ID's holder); relaxed atomic accesses because readers
+  // (the statistics' sums) load the counter without holding the ID.
+  __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + delta,
+                   __ATOMIC_RELAXED);
   SoftExit(hold);
 }
 
