@@ -6,8 +6,8 @@
 //       --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
 //   (one command line)
 //
-// Four groups, one source each, registered (and so listed and run) in the
-// order of the sources in bench/BUILD's srcs, which is this one
+// Five groups (the stack file holds two), registered (and so listed and
+// run) in the order of the sources in bench/BUILD's srcs, which is this one
 // (docs/benchmarks/rseq_layer.md for the first two; for the others the
 // allocator's updates, docs/benchmarks.md and
 // docs/benchmarks/allocator_history.md, and docs/benchmarks/tuning_log.md):
@@ -28,6 +28,12 @@
 //                 thread-local linked free list without rseq.  The floor
 //                 under a cache's malloc+free pair, without the size class,
 //                 the span lookup or the checks.
+//   BM_TwoStacks_* rseq_bench_stack.cc:
+//                 cid mode's pop and push on two stacks (two size classes),
+//                 one stack, at random or in turn, with the push's stack
+//                 offset known before the push (sized delete) or loaded by
+//                 the object's address (free()'s span map): what a second
+//                 class costs the pair, and why.
 //   BM_Shape_*    rseq_bench_shape.cc:
 //                 why random sizes cost a cache more than one size (no rseq,
 //                 thread-local): pops from one of K stacks chosen at random

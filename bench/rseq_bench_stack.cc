@@ -2,7 +2,9 @@
 // malloc+free pair: a pop and a push back, each a call of its own, with the
 // allocator's per-ID stack critical sections (cpu mode's and cid mode's)
 // against a thread-local array stack and a thread-local linked free list
-// without rseq (part of //bench:rseq_bench; see rseq_bench.cc).
+// without rseq; and BM_TwoStacks_*, the cid sections on two stacks, with
+// the push's stack known early or looked up from the object as free() does
+// (part of //bench:rseq_bench; see rseq_bench.cc).
 #include <benchmark/benchmark.h>
 #include <stdint.h>
 
@@ -165,5 +167,108 @@ void BM_Stack_ThreadLocalList(benchmark::State& state) {
   delete[] objects;
 }
 BENCHMARK(BM_Stack_ThreadLocalList)->Threads(1)->Threads(2);
+
+// Two stacks per ID, as two size classes of a slab, popped and pushed in
+// the order `order` picks (0: always the first; 1: at random; 2: in turn),
+// with the push's stack offset either the one the pop used, known before
+// the push starts (offset 0, as for sized delete, whose size gives it), or
+// loaded from a side table by the object's address (offset 1, as free()
+// finds it in the span map): why a second class costs the allocator's
+// pairs more than it costs these sections alone (docs/benchmarks.md).
+struct alignas(64) TwoStackRegion {
+  char header[64];
+  r::Stack stack[2];
+};
+constexpr uintptr_t kTwoStackOffset = offsetof(TwoStackRegion, stack);
+constexpr uint32_t kOrderLength = 4096;  // A power of two.
+
+struct TwoStackState {
+  Object objects[2 * kStackFill];
+  uint32_t offset_of[2 * kStackFill];  // object index -> stack offset
+  uint8_t order[kOrderLength];         // the stack of each pair
+  TwoStackRegion region;
+  void** table;
+};
+
+TwoStackState* MakeTwoStackState(int order) {
+  auto* st = new TwoStackState{};
+  st->table = new void*[r::kWideTableIds]();
+  // One region, for every ID this thread may have: the thread keeps its
+  // objects whichever ID it runs on (no other thread uses the table).
+  TwoStackRegion* region = &st->region;
+  for (uint32_t k = 0; k < 2; ++k) {
+    region->stack[k].capacity = kStackCapacity;
+    for (uint32_t i = 0; i < kStackFill; ++i) {
+      const uint32_t index = k * kStackFill + i;
+      st->offset_of[index] =
+          static_cast<uint32_t>(kTwoStackOffset + k * sizeof(r::Stack));
+      region->stack[k].PushHeld(&st->objects[index]);
+    }
+  }
+  for (uint32_t id = 0; id < r::NumIds(); ++id) st->table[id] = region;
+  uint64_t x = 0x9e3779b97f4a7c15ull;  // xorshift64, a fixed sequence
+  for (uint32_t i = 0; i < kOrderLength; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    st->order[i] = order == 0 ? 0 : order == 1 ? (x & 1) : (i & 1);
+  }
+  return st;
+}
+
+__attribute__((noinline)) void* TwoStackPop(void* const* table,
+                                            uintptr_t offset) {
+  void* item;
+  return r::PopUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+             table, offset, &item)
+             ? item
+             : nullptr;
+}
+__attribute__((noinline)) bool TwoStackPush(void* const* table,
+                                            uintptr_t offset, void* item) {
+  return r::PushUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+      table, offset, item);
+}
+// The push's offset from the object's address, through a table load.
+__attribute__((noinline)) bool TwoStackPushLooked(const TwoStackState* st,
+                                                  void* item) {
+  const size_t index = static_cast<size_t>(
+      static_cast<const Object*>(item) - st->objects);
+  return r::PushUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+      st->table, st->offset_of[index], item);
+}
+
+void BM_TwoStacks_RseqMmCid(benchmark::State& state) {
+  if (SkipWithoutRseq(state)) return;
+  if (!r::RawIdIsMmCid()) {
+    state.SkipWithError("not in cid mode");
+    return;
+  }
+  TwoStackState* st = MakeTwoStackState(static_cast<int>(state.range(0)));
+  const bool looked_up = state.range(1) != 0;
+  int64_t empty = 0;
+  uint32_t i = 0;
+  for (auto _ : state) {
+    const uintptr_t offset =
+        kTwoStackOffset + st->order[i++ & (kOrderLength - 1)] * sizeof(r::Stack);
+    void* p = TwoStackPop(st->table, offset);
+    benchmark::DoNotOptimize(p);
+    if (CIDMALLOC_UNLIKELY(p == nullptr)) {
+      ++empty;
+      continue;
+    }
+    if (looked_up) {
+      TwoStackPushLooked(st, p);
+    } else {
+      TwoStackPush(st->table, offset, p);
+    }
+  }
+  state.counters["empty"] = static_cast<double>(empty);
+  delete[] st->table;
+  delete st;
+}
+BENCHMARK(BM_TwoStacks_RseqMmCid)
+    ->ArgNames({"order", "offset"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}});
 
 }  // namespace
