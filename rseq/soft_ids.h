@@ -85,7 +85,8 @@ __attribute__((always_inline)) inline bool SoftOwnerBegin(SoftLock& l) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // Acquire: pairs with the last locker's release of the lock, so the owner
   // sees what it did to the ID's data while it held the lock (a drainer's
-  // work after QuiesceId: see SoftStack in rseq.h).
+  // work after QuiesceId is ordered by the slab's republishing instead:
+  // see SoftStack in rseq.h).
   if (CIDMALLOC_LIKELY(l.held.load(std::memory_order_acquire) == 0)) {
     return true;
   }

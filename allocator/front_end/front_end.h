@@ -171,13 +171,12 @@ static_assert(sizeof(SlabHeader) <= kHeaderBytes);
 // Written under g_lock (slab_store.h): release stores publish a slab
 // (EnsureSlab, and a drain when it puts the slab back), relaxed stores of
 // nullptr unpublish it for a drain.  The release stores pair with
-// Published()'s acquire load and with the critical sections' load of
-// g_slabs[id], on which their loads of the stack depend (the soft IDs'
-// paths load it relaxed: rseq::SoftStack).  kWideTableIds entries, for the
-// fast paths' sections (rseq::PopUnchecked): those at kMaxIds and above
-// are never written, so an unregistered thread's ID (0xffff) finds null.
-// Only the first pages are ever touched; the rest of the 512 KiB stays
-// untouched .bss.
+// Published()'s acquire load, the soft IDs' acquire load (rseq::SoftStack)
+// and the critical sections' load of g_slabs[id], on which their loads of
+// the stack depend.  kWideTableIds entries, for the fast paths' sections
+// (rseq::PopUnchecked): those at kMaxIds and above are never written, so
+// an unregistered thread's ID (0xffff) finds null.  Only the first pages
+// are ever touched; the rest of the 512 KiB stays untouched .bss.
 inline constexpr uint32_t kSlabTableIds = rseq::kWideTableIds;
 static_assert(kMaxIds <= kSlabTableIds);
 extern void* g_slabs[kSlabTableIds] CIDMALLOC_HIDDEN;
