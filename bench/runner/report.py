@@ -63,8 +63,8 @@ def geomean(xs):
 
 
 def _ok(summary, w, a, key):
-    s = summary[(w, a)]
-    return s["status"] == "ok" and bool(s[key])
+    s = summary.get((w, a))  # None: allocator a was not run (--allocators)
+    return s is not None and s["status"] == "ok" and bool(s[key])
 
 
 def ratio(summary, w, a, key):
@@ -148,7 +148,9 @@ def highlight_tables(data, summary, highlight):
 
 
 def _metric_median(summary, w, a, key):
-    s = summary[(w, a)]
+    s = summary.get((w, a))  # None: allocator a was not run (--allocators)
+    if s is None:
+        return None
     v = s["metrics"].get(key)
     return statistics.median(v) if s["status"] == "ok" and v else None
 
