@@ -122,14 +122,16 @@ for n in order:
     print("| " + " | ".join(cells) + " |")
 
 # Geometric means of the medians (minima) over groups of rows (fixed-size pairs,
-# random-size pairs, new+delete pairs of fixed and of random sizes, batches):
+# random-size pairs, new+delete pairs of fixed and of random sizes, batches,
+# many objects of one class in flight):
 # the summary docs/benchmarks.md quotes.
 groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
           ("random-size pairs", lambda n: n.startswith("BM_PairRandom")),
           ("new+delete pairs", lambda n: n.startswith("BM_NewDelete/")),
           ("random-size new+delete pairs",
            lambda n: n.startswith("BM_NewDeleteRandom")),
-          ("batches", lambda n: n.startswith("BM_Batch"))]
+          ("batches", lambda n: n.startswith("BM_Batch")),
+          ("many in flight", lambda n: n.startswith("BM_ManyInFlight"))]
 
 
 def geomean(xs):

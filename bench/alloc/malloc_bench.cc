@@ -34,6 +34,14 @@
 //   BM_Batch/64        malloc 1000 objects of 64 bytes, then free them in
 //                      allocation order.
 //   BM_BatchRandom     the same with the precomputed random sizes.
+//   BM_ManyInFlight/<size>/<count>
+//                      malloc <count> objects of <size> bytes, then free
+//                      them in allocation order, for more objects (and
+//                      bytes) of one class in flight than BM_Batch: 8000
+//                      of 16 bytes, 4000 of 64, 1000 and 4000 of 256.
+//                      Where the count exceeds what a thread's cache keeps
+//                      of a class, the objects go through the shared lists.
+//                      1 thread.
 //
 // Reported time: Google Benchmark's CPU time per iteration (with 2 threads,
 // the CPU time of both threads over the iterations of both: the cost of one
@@ -205,6 +213,27 @@ void BM_BatchRandom(benchmark::State& state) {
   SetPairsPerIter(state, kBatch);
 }
 BENCHMARK(BM_BatchRandom)->Threads(1)->Threads(2);
+
+// ---- Many objects of one class in flight ------------------------------------
+constexpr int kMaxInFlight = 8000;
+
+void BM_ManyInFlight(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  const int count = static_cast<int>(state.range(1));
+  // Static: 64 KB, too much for the stack of every thread (1 thread).
+  static void* ptrs[kMaxInFlight];
+  for (auto _ : state) {
+    for (int j = 0; j < count; ++j) {
+      ptrs[j] = malloc(size);
+      benchmark::DoNotOptimize(ptrs[j]);
+    }
+    for (int j = 0; j < count; ++j) free(ptrs[j]);
+  }
+  SetPairsPerIter(state, count);
+}
+BENCHMARK(BM_ManyInFlight)
+    ->Args({16, 8000})->Args({64, 4000})->Args({256, 1000})
+    ->Args({256, 4000});
 
 // ---- Context: which allocator was measured ----------------------------------
 
