@@ -62,13 +62,15 @@ constexpr SizeClassInfo MakeClass(int cls) {
   uint32_t batch = 16 * 1024 / c.size;
   batch = batch < 2 ? 2 : (batch > kMaxBatch ? kMaxBatch : batch);
   c.batch = static_cast<uint16_t>(batch);
-  // A front-end stack may grow (with demand, within CIDMALLOC_CACHE_BYTES)
-  // to 64 KiB of objects, 1024 at most, and at least 4 batches and 8
-  // objects: a thread that keeps about a thousand small objects of a class
-  // in flight (allocate a batch, free it) then stays in its cache instead
-  // of going to the central list 32 objects at a time.
-  uint32_t cap = 64 * 1024 / c.size;
-  cap = cap > 1024 ? 1024 : cap;
+  // A front-end stack may grow (with demand, within CIDMALLOC_CACHE_BYTES,
+  // which bounds the ID's whole cache) to 1 MiB of objects, 8192 at most
+  // (gperftools' longest thread-cache list), and at least 4 batches and 8
+  // objects: a thread that keeps thousands of objects of a class in flight
+  // (allocate them, free them all) then stays in its cache instead of going
+  // through the central list a batch at a time, which cost 2.4x a pair at
+  // 64 KiB / 1024 (docs/benchmarks/tuning_log.md).
+  uint32_t cap = 1024 * 1024 / c.size;
+  cap = cap > 8192 ? 8192 : cap;
   if (cap < 4 * batch) cap = 4 * batch;
   c.max_capacity = static_cast<uint16_t>(cap < 8 ? 8 : cap);
   return c;
