@@ -186,17 +186,23 @@ BENCHMARK(BM_NewDeleteRandom)->Threads(1)->Threads(2);
 // ---- Batches: 1000 mallocs, then 1000 frees ---------------------------------
 constexpr int kBatch = 1000;
 
-void BM_Batch(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
-  void* ptrs[kBatch];
+// Each iteration: `count` objects of `size` bytes into ptrs[], then all
+// freed in allocation order.
+inline void AllocThenFree(benchmark::State& state, void** ptrs, int count,
+                          size_t size) {
   for (auto _ : state) {
-    for (int j = 0; j < kBatch; ++j) {
+    for (int j = 0; j < count; ++j) {
       ptrs[j] = malloc(size);
       benchmark::DoNotOptimize(ptrs[j]);
     }
-    for (int j = 0; j < kBatch; ++j) free(ptrs[j]);
+    for (int j = 0; j < count; ++j) free(ptrs[j]);
   }
-  SetPairsPerIter(state, kBatch);
+  SetPairsPerIter(state, count);
+}
+
+void BM_Batch(benchmark::State& state) {
+  void* ptrs[kBatch];
+  AllocThenFree(state, ptrs, kBatch, static_cast<size_t>(state.range(0)));
 }
 BENCHMARK(BM_Batch)->Arg(64)->Threads(1)->Threads(2);
 
@@ -218,18 +224,10 @@ BENCHMARK(BM_BatchRandom)->Threads(1)->Threads(2);
 constexpr int kMaxInFlight = 8000;
 
 void BM_ManyInFlight(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
-  const int count = static_cast<int>(state.range(1));
   // Static: 64 KB, too much for the stack of every thread (1 thread).
   static void* ptrs[kMaxInFlight];
-  for (auto _ : state) {
-    for (int j = 0; j < count; ++j) {
-      ptrs[j] = malloc(size);
-      benchmark::DoNotOptimize(ptrs[j]);
-    }
-    for (int j = 0; j < count; ++j) free(ptrs[j]);
-  }
-  SetPairsPerIter(state, count);
+  AllocThenFree(state, ptrs, static_cast<int>(state.range(1)),
+                static_cast<size_t>(state.range(0)));
 }
 BENCHMARK(BM_ManyInFlight)
     ->Args({16, 8000})->Args({64, 4000})->Args({256, 1000})
