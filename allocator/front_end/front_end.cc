@@ -32,11 +32,6 @@ using namespace internal;  // NOLINT: this file is the store's other half.
 
 uint32_t g_num_slabs = 0;  // Under g_lock.
 uint32_t g_max_id = 0;     // Under g_lock.
-// Under g_lock: the raw IDs that ever had a slab (bit per ID; see RawIdOf)
-// and how many.  With node-qualified IDs a cid has one slab per node it
-// ran on, so this can be below g_num_slabs.
-uint64_t g_raw_ids_seen[(kMaxIds + 63) / 64];
-uint32_t g_num_raw_ids_seen = 0;
 // Relaxed: it only decides whether a slow path calls MaybeDrainIdle, whose
 // own election (ClaimPeriodEnd) and locks make a second scanner harmless
 // while the setting changes hands.
@@ -51,25 +46,15 @@ int FixedNode(uint32_t id) {
 
 // What Stats::ids_seen counts of `id`: its cid (a node-qualified ID's
 // cid part) or cpu in an rseq mode, the soft ID itself in none mode;
-// kMaxIds for a soft ID in an rseq mode (not counted).
+// kMaxIds for a soft ID in an rseq mode (not counted).  With node-qualified
+// IDs a cid has one slab per node it ran on, so ids_seen can be below the
+// slabs.
 uint32_t RawIdOf(uint32_t id) {
   const rseq::ProcessState& p = rseq::Process();
   if (p.mode == rseq::Mode::kNone) return id;
   if (id >= p.num_rseq_ids) return kMaxIds;
   if (p.id_kind == rseq::IdKind::kNodeQualified) return id % p.cid_stride;
   return id;
-}
-
-// Under g_lock: counts the raw ID of `id` as seen.
-void NoteIdSeen(uint32_t id) {
-  const uint32_t raw = RawIdOf(id);
-  if (raw >= kMaxIds) return;
-  uint64_t& word = g_raw_ids_seen[raw / 64];
-  const uint64_t bit = uint64_t{1} << (raw % 64);
-  if ((word & bit) == 0) {
-    word |= bit;
-    ++g_num_raw_ids_seen;
-  }
 }
 
 // The slab of `id`, creating it if the ID never had one.  nullptr if it is
@@ -95,7 +80,6 @@ void* EnsureSlab(uint32_t id) {
   __atomic_store_n(&g_store[id], slab, __ATOMIC_RELAXED);
   ++g_num_slabs;
   if (id > g_max_id) g_max_id = id;
-  NoteIdSeen(id);
   // Release: the initialised slab is visible before the critical sections
   // can find it (they load g_slabs[id] and then the stack).
   __atomic_store_n(&g_slabs[id], slab, __ATOMIC_RELEASE);
@@ -462,14 +446,20 @@ void CheckInvariants() {
 void GetStats(Stats* out) {
   os::SpinLockHolder h(&g_lock);
   out->slabs = g_num_slabs;
-  out->ids_seen = g_num_raw_ids_seen;
+  out->ids_seen = 0;
   out->max_id = g_max_id;
   out->slab_bytes = 0;
   out->cached_bytes = 0;
   out->idle_drains = g_idle_drains;
+  uint64_t seen[(kMaxIds + 63) / 64] = {};  // Raw IDs counted (RawIdOf).
   for (uint32_t id = 0; id < kMaxIds; ++id) {
-    void* slab = g_store[id];
+    void* slab = g_store[id];  // Never cleared: every ID that had a slab.
     if (slab == nullptr) continue;
+    if (const uint32_t raw = RawIdOf(id); raw < kMaxIds) {
+      const uint64_t bit = uint64_t{1} << (raw % 64);
+      out->ids_seen += (seen[raw / 64] & bit) == 0;
+      seen[raw / 64] |= bit;
+    }
     out->slab_bytes += TouchedBytes(slab);
     for (int c = 1; c < kNumClasses; ++c) {
       out->cached_bytes +=
