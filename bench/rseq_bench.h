@@ -46,6 +46,16 @@ inline bool SkipWithoutRseq(benchmark::State& state) {
   return false;
 }
 
+// The next value of a xorshift64 sequence in `x` (never started at 0): the
+// fixed "random" orders of the stacks the benchmarks pop (rseq_bench_shape.cc,
+// rseq_bench_stack.cc), the same in every run.
+inline uint64_t NextXorshift(uint64_t& x) {
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
 // 64-byte "objects" for the stacks and lists to hold (rseq_bench_stack.cc,
 // rseq_bench_shape.cc): the rseq stack, its shape and the lists link
 // through their first word; the array stacks and the ring never touch them.

@@ -148,10 +148,7 @@ void BM_Shape(benchmark::State& state) {
   auto st = std::make_unique<ShapeState>();  // Zeroed: stacks start empty.
   uint64_t x = 0x9e3779b97f4a7c15ull + state.thread_index();
   for (uint32_t i = 0; i < kShapeSeq; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    st->seq[i] = static_cast<uint32_t>(x % stacks);
+    st->seq[i] = static_cast<uint32_t>(NextXorshift(x) % stacks);
   }
   for (uint32_t k = 0; k < kShapeStacks; ++k) {
     for (uint32_t j = 0; j < kShapeFill; ++j) {

@@ -206,12 +206,10 @@ TwoStackState* MakeTwoStackState(int order) {
     }
   }
   for (uint32_t id = 0; id < r::NumIds(); ++id) st->table[id] = region;
-  uint64_t x = 0x9e3779b97f4a7c15ull;  // xorshift64, a fixed sequence
+  uint64_t x = 0x9e3779b97f4a7c15ull;
   for (uint32_t i = 0; i < kOrderLength; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    st->order[i] = order == 0 ? 0 : order == 1 ? (x & 1) : (i & 1);
+    const uint64_t random = NextXorshift(x);
+    st->order[i] = order == 0 ? 0 : order == 1 ? (random & 1) : (i & 1);
   }
   return st;
 }
@@ -249,8 +247,8 @@ void BM_TwoStacks_RseqMmCid(benchmark::State& state) {
   int64_t empty = 0;
   uint32_t i = 0;
   for (auto _ : state) {
-    const uintptr_t offset =
-        kTwoStackOffset + st->order[i++ & (kOrderLength - 1)] * sizeof(r::Stack);
+    const uintptr_t offset = kTwoStackOffset + sizeof(r::Stack) *
+                                 st->order[i++ & (kOrderLength - 1)];
     void* p = TwoStackPop(st->table, offset);
     benchmark::DoNotOptimize(p);
     if (CIDMALLOC_UNLIKELY(p == nullptr)) {
