@@ -3,8 +3,9 @@
 // allocator's per-ID stack critical sections (cpu mode's and cid mode's)
 // against a thread-local array stack and a thread-local linked free list
 // without rseq; and BM_TwoStacks_*, the cid sections on two stacks, with
-// the push's stack known early or looked up from the object as free() does
-// (part of //bench:rseq_bench; see rseq_bench.cc).
+// the push's stack known early, looked up from the object as free() does,
+// or computed from the object's address (part of //bench:rseq_bench; see
+// rseq_bench.cc).
 #include <benchmark/benchmark.h>
 #include <stdint.h>
 
@@ -170,11 +171,18 @@ BENCHMARK(BM_Stack_ThreadLocalList)->Threads(1)->Threads(2);
 
 // Two stacks per ID, as two size classes of a slab, popped and pushed in
 // the order `order` picks (0: always the first; 1: at random; 2: in turn),
-// with the push's stack offset either the one the pop used, known before
-// the push starts (offset 0, as for sized delete, whose size gives it), or
-// loaded from a side table by the object's address (offset 1, as free()
-// finds it in the span map): why a second class costs the allocator's
-// pairs more than it costs these sections alone (docs/benchmarks.md).
+// with the push's stack offset found as PushOffset `offset` says: why a
+// second class costs the allocator's pairs more than it costs these
+// sections alone, and what finding the class by arithmetic on the address
+// (a layout with a region per class) would give back (docs/benchmarks.md).
+enum PushOffset : int64_t {
+  kKnown = 0,     // the one the pop used, known before the push starts (as
+                  // for sized delete, whose size gives it);
+  kLoaded = 1,    // loaded from a side table by the object's address (as
+                  // free() finds it in the span map);
+  kComputed = 2,  // computed from the object's address: stack k's objects
+                  // are the k-th half of a 4 KiB-aligned array.
+};
 struct alignas(64) TwoStackRegion {
   char header[64];
   r::Stack stack[2];
@@ -182,8 +190,8 @@ struct alignas(64) TwoStackRegion {
 constexpr uintptr_t kTwoStackOffset = offsetof(TwoStackRegion, stack);
 constexpr uint32_t kOrderLength = 4096;  // A power of two.
 
-struct TwoStackState {
-  Object objects[2 * kStackFill];
+struct alignas(4096) TwoStackState {
+  Object objects[2 * kStackFill];  // First: 4 KiB-aligned (kComputed).
   uint32_t offset_of[2 * kStackFill];  // object index -> stack offset
   uint8_t order[kOrderLength];         // the stack of each pair
   TwoStackRegion region;
@@ -227,6 +235,17 @@ __attribute__((noinline)) bool TwoStackPush(void* const* table,
   return r::PushUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
       table, offset, item);
 }
+// The push's offset from the object's address by arithmetic (kComputed):
+// bit 11 of the address is the stack's index.
+static_assert(kStackFill * sizeof(Object) == 2048 && sizeof(r::Stack) == 16);
+__attribute__((noinline)) bool TwoStackPushComputed(const TwoStackState* st,
+                                                    void* item) {
+  const uintptr_t off =
+      kTwoStackOffset +
+      ((reinterpret_cast<uintptr_t>(item) >> (11 - 4)) & sizeof(r::Stack));
+  return r::PushUnchecked<r::IdKind::kRaw, r::IdBound::kWideMmCid>(
+      st->table, off, item);
+}
 // The push's offset from the object's address, through a table load.
 __attribute__((noinline)) bool TwoStackPushLooked(const TwoStackState* st,
                                                   void* item) {
@@ -243,7 +262,7 @@ void BM_TwoStacks_RseqMmCid(benchmark::State& state) {
     return;
   }
   TwoStackState* st = MakeTwoStackState(static_cast<int>(state.range(0)));
-  const bool looked_up = state.range(1) != 0;
+  const auto how = static_cast<PushOffset>(state.range(1));
   int64_t empty = 0;
   uint32_t i = 0;
   for (auto _ : state) {
@@ -255,10 +274,16 @@ void BM_TwoStacks_RseqMmCid(benchmark::State& state) {
       ++empty;
       continue;
     }
-    if (looked_up) {
-      TwoStackPushLooked(st, p);
-    } else {
-      TwoStackPush(st->table, offset, p);
+    switch (how) {
+      case kKnown:
+        TwoStackPush(st->table, offset, p);
+        break;
+      case kLoaded:
+        TwoStackPushLooked(st, p);
+        break;
+      case kComputed:
+        TwoStackPushComputed(st, p);
+        break;
     }
   }
   state.counters["empty"] = static_cast<double>(empty);
@@ -267,6 +292,6 @@ void BM_TwoStacks_RseqMmCid(benchmark::State& state) {
 }
 BENCHMARK(BM_TwoStacks_RseqMmCid)
     ->ArgNames({"order", "offset"})
-    ->ArgsProduct({{0, 1, 2}, {0, 1}});
+    ->ArgsProduct({{0, 1, 2}, {kKnown, kLoaded, kComputed}});
 
 }  // namespace
