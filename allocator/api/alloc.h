@@ -198,23 +198,14 @@ __attribute__((always_inline)) inline bool TryAllocCached(size_t size,
          PopCached(front_end::MidStackOffsetOf(size), p);
 }
 
-// Where free's push finds the object's stack.
-enum class StackOf : uint8_t {
-  kTag,       // the span tag's payload, loaded from the span map (free()).
-  kSizeHint,  // the caller's size (sized operator delete), used only when
-              // the span tag agrees; otherwise the slow path takes the tag's.
-};
-
 // free()'s checks (the span tag; the object-start test; the double-free
-// mark) and its push.  With StackOf::kSizeHint the push's address comes
-// from `hint`, the stack offset of the caller's size, which is known before
-// the span tag is loaded: a pair of random sizes (operator new, sized
-// operator delete) is then 0.87x as long (docs/benchmarks/tuning_log.md).
-// The tag still decides: a size whose stack is not the tag's goes to the
-// slow path with the tag's class, so a wrong size cannot misfile an object.
-template <StackOf kStack>
-__attribute__((always_inline)) inline void FreeWithStack(void* ptr,
-                                                         uintptr_t hint) {
+// mark) and its push, at the stack offset the tag carries.  Sized operator
+// delete takes this path too and ignores the size: pushing at the size's
+// stack offset (known before the tag arrives, but checked against it) made
+// its fast path five instructions longer, and with today's free() it was
+// 0.77-0.93x as fast on the one-size rows and no faster on random sizes
+// (docs/benchmarks/tuning_log.md).
+__attribute__((always_inline)) inline void Free(void* ptr) {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Two dependent loads give the class, the node and the stack offset (the
   // span map); nothing else on the way to the push depends on the pointer.
@@ -229,23 +220,13 @@ __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
   // below, which the compiler must otherwise assume may change g_state.
   // The flag first: the mark is then computed in the loaded register.
   const uintptr_t state = g_state;
-  // The mark, the size hint's test and the push of cid mode, or (placed
-  // after the hot path) of cpu mode.
+  // The mark and the push of cid mode, or (placed after the hot path) of
+  // cpu mode.
   const auto mark_and_push = [&](auto push) {
     if (CIDMALLOC_UNLIKELY(!MarkFree(ptr, state))) {
       return DoubleFree("free()", ptr);
     }
-    if constexpr (kStack == StackOf::kSizeHint) {
-      if (CIDMALLOC_UNLIKELY(hint != central::TagPayload(tag))) {
-        return FreeSmallSlow(ptr);
-      }
-    }
-    // With a hint, the same value as the tag's payload, known earlier.
-    if (CIDMALLOC_LIKELY(push(
-            kStack == StackOf::kSizeHint ? hint : central::TagPayload(tag),
-            ptr))) {
-      return;
-    }
+    if (CIDMALLOC_LIKELY(push(central::TagPayload(tag), ptr))) return;
     return FreeSmallSlow(ptr);
   };
   if (CIDMALLOC_LIKELY(state & kFastFree)) {
@@ -257,21 +238,6 @@ __attribute__((always_inline)) inline void FreeWithStack(void* ptr,
         [](uintptr_t off, void* q) { return front_end::TryFreeAt(off, q); });
   }
   return FreeSmallUnmarked(ptr);
-}
-
-__attribute__((always_inline)) inline void Free(void* ptr) {
-  FreeWithStack<StackOf::kTag>(ptr, 0);
-}
-
-// A free whose caller states the size it allocated (sized operator
-// delete).  Sizes above 1 KiB take free()'s path: their stack offsets are
-// in the size table's mid part, one more comparison away.
-__attribute__((always_inline)) inline void FreeSized(void* ptr, size_t size) {
-  if (CIDMALLOC_LIKELY(size <= front_end::kMaxSmallOffsetIndexed)) {
-    return FreeWithStack<StackOf::kSizeHint>(
-        ptr, front_end::SmallStackOffsetOf(size));
-  }
-  return Free(ptr);
 }
 
 // Usable size of a live allocation; aborts on a pointer this heap did not

@@ -2,7 +2,8 @@
 //
 // Throwing forms call the new-handler and retry, then throw std::bad_alloc,
 // as [new.delete.single] requires; nothrow forms return nullptr instead.
-// Sized deletes need no size (the pagemap knows it), so they free directly.
+// Sized deletes need no size (the span map knows it), so they free directly
+// (api/alloc.h, Free: a push at the size's stack was slower).
 //
 // Built twice (allocator/api/BUILD).  With CIDMALLOC_WEAK_LIBSTDCXX, for
 // libcidmalloc.so, libstdc++ is not a dependency: loading it would cost
@@ -57,7 +58,6 @@ bool HaveLibstdcxx() {
 using cidmalloc::api::Alloc;
 using cidmalloc::api::AllocAligned;
 using cidmalloc::api::Free;
-using cidmalloc::api::FreeSized;
 
 enum class OnFailure { kThrow, kReturnNull };
 
@@ -173,11 +173,11 @@ CIDMALLOC_NEW_EXPORT void operator delete[](void* p,
                                             const std::nothrow_t&) noexcept {
   Free(p);
 }
-CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::size_t n) noexcept {
-  FreeSized(p, n);
+CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::size_t) noexcept {
+  Free(p);
 }
-CIDMALLOC_NEW_EXPORT void operator delete[](void* p, std::size_t n) noexcept {
-  FreeSized(p, n);
+CIDMALLOC_NEW_EXPORT void operator delete[](void* p, std::size_t) noexcept {
+  Free(p);
 }
 CIDMALLOC_NEW_EXPORT void operator delete(void* p, std::align_val_t) noexcept {
   Free(p);
