@@ -11,7 +11,8 @@
 # (compile a generated C file; binary and its output), git (a 200-file
 # repository: commit, log, gc, fsck), sort (~50 MB) and perl (a big hash).
 # python3 and sort run again under glibc.pthread.rseq=0 (cidmalloc registers
-# rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, and every program again
+# rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, and with rseq(2) denied
+# by a seccomp filter (ENOSYS and EPERM; also gcc), and every program again
 # with the background thread on and ticking every millisecond. Further checks: the
 # "cidmalloc: mode" line proves the library is in use and honours the
 # forced modes; //tests/preload:static_link (cc_binary malloc =
@@ -78,6 +79,11 @@ if "$BAZEL" build //tests/preload:static_link </dev/null >"$TMP/build2.log" 2>&1
   STATIC_BIN="$TMP/static_link"
   cp "$BIN/tests/preload/static_link" "$STATIC_BIN"
 fi
+DENY_RSEQ_BIN=""
+if "$BAZEL" build //tests/common:deny_rseq_exec </dev/null >"$TMP/build3.log" 2>&1; then
+  DENY_RSEQ_BIN="$TMP/deny_rseq_exec"
+  cp "$BIN/tests/common/deny_rseq_exec" "$DENY_RSEQ_BIN"
+fi
 
 # --- the checks' code --------------------------------------------------------
 
@@ -113,6 +119,21 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] sort 50 MB" check_sort
 done
 VARIANT=()
+
+# rseq(2) denied by a seccomp filter (//tests/common:deny_rseq_exec), for
+# glibc's registration and cidmalloc's own: none mode, found natively, in
+# real programs (valgrind_test runs without rseq too, one thread at a time).
+for errno_name in ENOSYS EPERM; do
+  WRAP=("${DENY_RSEQ_BIN:-/nonexistent/deny_rseq_exec}" "$errno_name")
+  check "[rseq denied, $errno_name] mode line" check_denied_mode
+  check "[rseq denied, $errno_name] python3 dict/sort/join/hash" check_python
+  check "[rseq denied, $errno_name] sort 50 MB" check_sort
+  if [[ "$errno_name" == ENOSYS ]]; then
+    check "[rseq denied, $errno_name] gcc compiles and runs a generated C file" \
+      check_gcc
+  fi
+done
+WRAP=()
 
 # The background thread, ticking every millisecond (periods of 2 ms): it
 # starts in each of these programs (and in the children gcc and git fork)

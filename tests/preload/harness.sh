@@ -1,5 +1,6 @@
 # tests/preload/harness.sh: how tests/preload_test.sh (which sources it)
-# runs its checks: the variant's extra environment (VARIANT), a command with
+# runs its checks: the variant's extra environment (VARIANT) and launcher
+# (WRAP), a command with
 # the library preloaded (pre) or on glibc's malloc (base) under the timeout,
 # comparing outputs (same), one "ok" / "FAIL" / "skip" line per check
 # (check), skipping when a program is missing (need) and explaining a
@@ -14,16 +15,22 @@
 # Extra environment for preloaded commands (set per variant), e.g.
 # (CIDMALLOC_RSEQ_MODE=cpu).
 VARIANT=()
+# A launcher that runs the command (set per variant), e.g.
+# ("$DENY_RSEQ_BIN" ENOSYS): rseq(2) denied by a seccomp filter.
+WRAP=()
 
 # pre CMD...: CMD with the library preloaded, under the timeout. timeout
-# itself runs on glibc's malloc.
+# itself runs on glibc's malloc.  CMD may start with NAME=VALUE assignments,
+# so a WRAP launcher runs env, which applies them and executes the rest.
 pre() {
-  timeout -k 5 "$LIMIT" env "${VARIANT[@]}" LD_PRELOAD="$LIB" "$@"
+  timeout -k 5 "$LIMIT" env "${VARIANT[@]}" LD_PRELOAD="$LIB" \
+    ${WRAP[@]+"${WRAP[@]}" env} "$@"
 }
 
-# base CMD...: CMD on glibc's malloc, same environment otherwise.
+# base CMD...: CMD on glibc's malloc, same environment and launcher
+# otherwise.
 base() {
-  timeout -k 5 "$LIMIT" env "${VARIANT[@]}" "$@"
+  timeout -k 5 "$LIMIT" env "${VARIANT[@]}" ${WRAP[@]+"${WRAP[@]}" env} "$@"
 }
 
 # say ...: a line for the check's log.

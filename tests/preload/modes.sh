@@ -100,6 +100,25 @@ check_forced_mode() {
   fi
 }
 
+# check_denied_mode: under WRAP=(deny_rseq_exec ERRNO), where rseq(2)
+# fails for glibc and for cidmalloc alike, the summary says mode none and
+# registration none: the library found out by itself.
+check_denied_mode() {
+  ((${#WRAP[@]} > 0)) && [[ -x "${WRAP[0]}" ]] || {
+    cat "$TMP/build3.log" >&2
+    say "//tests/common:deny_rseq_exec does not build"
+    return 1
+  }
+  local got mode reg
+  got="$(stats_mode)" || return 1
+  read -r mode reg <<<"$got"
+  say "$(grep '^cidmalloc: mode' "$TMP/mode.err" | tail -n 1)"
+  if [[ "$mode" != none || "$reg" != none ]]; then
+    say "got mode '$mode' registration '$reg'; want mode none registration none"
+    return 1
+  fi
+}
+
 # --- static linking ----------------------------------------------------------
 
 check_static() {
