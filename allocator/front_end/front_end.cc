@@ -134,10 +134,17 @@ uint64_t TouchedBytes(void* slab) {
   return pages * kPage;
 }
 
+// How far TryGrow may grow a class.
+enum class Growth : uint8_t {
+  kAny,             // to its first batch, or by a batch beyond it;
+  kFirstBatchOnly,  // to its first batch only.
+};
+
 // Grows the current ID's capacity for `cls`: to its first batch, free of
-// budget, if it has less (a class's first miss); otherwise by a batch if
-// CIDMALLOC_CACHE_BYTES allows.  Returns true if it grew.
-bool TryGrow(void* slab, int cls) {
+// budget, if it has less (a class's first miss); otherwise, where `growth`
+// allows, by a batch if CIDMALLOC_CACHE_BYTES allows.  Returns true if it
+// grew.
+bool TryGrow(void* slab, int cls, Growth growth) {
   const central::SizeClassInfo& c = Class(cls);
   const rseq::Stack* s = StackOf(slab, kLayout.offset[cls]);
   const uint32_t before = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
@@ -151,6 +158,7 @@ bool TryGrow(void* slab, int cls) {
         c.max_capacity);
     return first > static_cast<int64_t>(before);
   }
+  if (growth == Growth::kFirstBatchOnly) return false;
   const int64_t grant = int64_t{c.batch} * c.size;
   // A hint that races can push below 0 (a shrink whose capacity was read
   // before an idle drain): reset to 0, so that the budget still bounds it.
@@ -345,7 +353,13 @@ void* AllocSlow(int cls) {
     }
   }
   NoteMiss(hdr, cls);
-  TryGrow(slab, cls);
+  TryGrow(slab, cls, Growth::kAny);
+  // Relaxed: a hint for this slab's next full stack of the class (FreeSlow).
+  std::atomic<uint64_t>& refilled = hdr->refilled[cls / 64];
+  const uint64_t bit = uint64_t{1} << (cls % 64);
+  if ((refilled.load(std::memory_order_relaxed) & bit) == 0) {
+    refilled.fetch_or(bit, std::memory_order_relaxed);
+  }
   void* buf[central::kMaxBatch];
   const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
   if (n == 0) return nullptr;  // errno is ENOMEM.
@@ -376,7 +390,18 @@ void FreeSlow(int cls, void* p, int node) {
     SlabHeader* hdr = HeaderOf(slab);
     NoteMiss(hdr, cls);
     MaybeSweep(slab);
-    if (TryGrow(slab, cls)) continue;
+    // Beyond its first batch, only a class that was also refilled since
+    // its last full stack grows (see "Capacity" in front_end.h).  Relaxed:
+    // a hint; a race only grows a stack one batch more or less.
+    std::atomic<uint64_t>& refilled = hdr->refilled[cls / 64];
+    const uint64_t bit = uint64_t{1} << (cls % 64);
+    const bool was_refilled =
+        (refilled.load(std::memory_order_relaxed) & bit) != 0;
+    if (was_refilled) refilled.fetch_and(~bit, std::memory_order_relaxed);
+    if (TryGrow(slab, cls,
+                was_refilled ? Growth::kAny : Growth::kFirstBatchOnly)) {
+      continue;
+    }
     // Full: send a batch home, then retry.
     void* buf[central::kMaxBatch];
     const uint32_t n = rseq::PopBatch(g_slabs, off, buf, Class(cls).batch);

@@ -21,7 +21,12 @@
 // Capacity: a class starts at 0 (its stack never written), gets one
 // batch on its first miss, and grows by a batch on each further miss (up to
 // its max_capacity) while the capacity the slab was granted beyond
-// those initial batches stays within CIDMALLOC_CACHE_BYTES; every
+// those initial batches stays within CIDMALLOC_CACHE_BYTES.  A full stack
+// on free grows it only if the class was also refilled since the last one:
+// an ID that only frees a class (a consumer of objects another thread
+// allocates) would otherwise fill its budget with objects it never reuses,
+// so it sends them home a batch at a time instead (tcmalloc's thread
+// caches do the same: frees alone never grow a list past a batch); every
 // kSweepEvents slow-path events, classes that did not miss shrink by a
 // batch and give the excess back.
 //
@@ -158,6 +163,10 @@ struct SlabHeader {
   // Classes ever granted a capacity (bit c of word c / 64): their stacks
   // have been written (Stats::slab_bytes).
   std::atomic<uint64_t> used_classes[(central::kNumClasses + 63) / 64];
+  // Classes refilled (an empty stack on malloc) since their last full stack
+  // on free (bit c of word c / 64): a full stack grows beyond its first
+  // batch only then (front_end.cc, FreeSlow).
+  std::atomic<uint64_t> refilled[(central::kNumClasses + 63) / 64];
   // Under g_lock (slab_store.h): `events` and the digest of the stack tops
   // at the last idle scan (drain.cc), and whether the drain under way
   // picked this slab.
