@@ -178,6 +178,24 @@ bool TryGrow(void* slab, int cls, Growth growth) {
   return true;
 }
 
+// The refilled bits (SlabHeader::refilled): set by a refill of `cls`,
+// taken (tested and cleared) by its next full stack.  Relaxed hints: a race
+// only grows a stack one batch more or less.
+void NoteRefill(SlabHeader* hdr, int cls) {
+  std::atomic<uint64_t>& word = hdr->refilled[cls / 64];
+  const uint64_t bit = uint64_t{1} << (cls % 64);
+  if ((word.load(std::memory_order_relaxed) & bit) == 0) {
+    word.fetch_or(bit, std::memory_order_relaxed);
+  }
+}
+bool TakeRefill(SlabHeader* hdr, int cls) {
+  std::atomic<uint64_t>& word = hdr->refilled[cls / 64];
+  const uint64_t bit = uint64_t{1} << (cls % 64);
+  if ((word.load(std::memory_order_relaxed) & bit) == 0) return false;
+  word.fetch_and(~bit, std::memory_order_relaxed);
+  return true;
+}
+
 // Empties the current ID's stack of `cls` down to `keep` objects.
 void FlushClass(int cls, uint32_t keep,
                 central::Via via = central::Via::kTransferCache) {
@@ -354,12 +372,7 @@ void* AllocSlow(int cls) {
   }
   NoteMiss(hdr, cls);
   TryGrow(slab, cls, Growth::kAny);
-  // Relaxed: a hint for this slab's next full stack of the class (FreeSlow).
-  std::atomic<uint64_t>& refilled = hdr->refilled[cls / 64];
-  const uint64_t bit = uint64_t{1} << (cls % 64);
-  if ((refilled.load(std::memory_order_relaxed) & bit) == 0) {
-    refilled.fetch_or(bit, std::memory_order_relaxed);
-  }
+  NoteRefill(hdr, cls);
   void* buf[central::kMaxBatch];
   const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
   if (n == 0) return nullptr;  // errno is ENOMEM.
@@ -391,15 +404,10 @@ void FreeSlow(int cls, void* p, int node) {
     NoteMiss(hdr, cls);
     MaybeSweep(slab);
     // Beyond its first batch, only a class that was also refilled since
-    // its last full stack grows (see "Capacity" in front_end.h).  Relaxed:
-    // a hint; a race only grows a stack one batch more or less.
-    std::atomic<uint64_t>& refilled = hdr->refilled[cls / 64];
-    const uint64_t bit = uint64_t{1} << (cls % 64);
-    const bool was_refilled =
-        (refilled.load(std::memory_order_relaxed) & bit) != 0;
-    if (was_refilled) refilled.fetch_and(~bit, std::memory_order_relaxed);
+    // its last full stack grows (see "Capacity" in front_end.h).
     if (TryGrow(slab, cls,
-                was_refilled ? Growth::kAny : Growth::kFirstBatchOnly)) {
+                TakeRefill(hdr, cls) ? Growth::kAny
+                                     : Growth::kFirstBatchOnly)) {
       continue;
     }
     // Full: send a batch home, then retry.
