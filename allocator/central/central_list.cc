@@ -18,25 +18,75 @@ using page_heap::kPageShift;
 using page_heap::PageIndex;
 
 // A span's state; guarded by the lock of the list that owns it.
+//
+// Its free objects are the uncarved ones, [carved, capacity), which no one
+// has touched yet, and those returned, one bit each in the bitmap that
+// follows the record (SpanBits): a refill takes them in ascending order
+// without touching them, where a free list linked through the objects made
+// it load each one, a dependent cache miss per object for objects freed
+// long ago (jemalloc's slabs keep a bitmap too).  A free of an object whose
+// bit is set is a double free.
 struct Span {
   uintptr_t start;
   ChunkInfo* chunk;
-  void* free_list;    // Returned objects, linked through word 0.
-  uint32_t carved;    // Objects [0, carved) were handed out at least once.
-  uint32_t capacity;  // Objects in the span.
-  uint32_t in_use;    // Objects outside the span.
+  uint32_t carved;      // Objects [0, carved) were handed out at least once.
+  uint32_t capacity;    // Objects in the span.
+  uint32_t in_use;      // Objects outside the span.
+  uint32_t free_bits;   // Bits set in the bitmap: returned objects.
+  uint32_t first_word;  // No bit is set in the bitmap's words before it.
   uint8_t cls;
-  bool listed;        // On the list's partial list.
+  bool listed;          // On the list's partial list.
   Span* prev;
   Span* next;
 };
 
+// The bitmap of a span of class `cls`: BitmapWords(cls) words after the
+// record, bit i of word w for object 64 w + i.
+inline uint32_t BitmapWords(int cls) {
+  const SizeClassInfo& c = Class(cls);
+  return (c.limit / c.size + 63) / 64;
+}
+inline uint64_t* SpanBits(Span* s) { return reinterpret_cast<uint64_t*>(s + 1); }
+inline const uint64_t* SpanBits(const Span* s) {
+  return reinterpret_cast<const uint64_t*>(s + 1);
+}
+static_assert(sizeof(Span) % alignof(uint64_t) == 0);
+
+// floor(2^32 / size) + 1 for each class: the index of the object at offset
+// `off` of its span is (off * kIndexMagic[cls]) >> 32 for every object
+// start (off a multiple of size, off < 2^21: the error stays below 1).
+struct IndexMagic {
+  uint64_t m[kNumClasses];
+};
+constexpr IndexMagic MakeIndexMagic() {
+  IndexMagic t{};
+  for (int c = 1; c < kNumClasses; ++c) {
+    t.m[c] = (uint64_t{1} << 32) / kClasses.info[c].size + 1;
+  }
+  return t;
+}
+inline constexpr IndexMagic kIndexMagic = MakeIndexMagic();
+constexpr bool IndexMagicIsExact() {
+  for (int c = 1; c < kNumClasses; ++c) {
+    const SizeClassInfo& i = kClasses.info[c];
+    if (i.span_bytes > (uint32_t{1} << 21)) return false;
+    for (uint64_t j = 0; j < i.limit / i.size; j += 1 + j / 8) {
+      if (((j * i.size) * kIndexMagic.m[c] >> 32) != j) return false;
+    }
+    const uint64_t last = i.limit / i.size - 1;
+    if (((last * i.size) * kIndexMagic.m[c] >> 32) != last) return false;
+  }
+  return true;
+}
+static_assert(IndexMagicIsExact());
+
 // The transfer cache: whole batches on their way from one ID's cache to
 // another's, kept as an array of pointers so that neither side touches the
 // objects.  Without it a flushed batch was threaded through the objects
-// into their spans' free lists, and the next refill walked those lists: one
-// dependent load per object, of a line the freeing core had just written
-// (prodcons spent a fifth of its time there).  Objects in it stay counted
+// into their spans' free lists (before the spans kept bitmaps), and the
+// next refill walked those lists: one dependent load per object, of a line
+// the freeing core had just written (prodcons spent a fifth of its time
+// there).  Objects in it stay counted
 // as in use by their spans; it holds at most kTransferBatches batches.
 inline constexpr uint32_t kTransferBatches = 4;
 inline constexpr uint32_t kTransferSlots = kTransferBatches * kMaxBatch;
@@ -46,8 +96,8 @@ struct alignas(64) CentralList {
   // Guarded by `lock`:
   Span* partial = nullptr;  // Spans with an object to hand out.
   uint64_t spans = 0;
-  uint64_t free_objects = 0;   // In the spans' free lists, uncarved, and in
-                               // the transfer cache.
+  uint64_t free_objects = 0;   // In the spans (returned or uncarved) and
+                               // in the transfer cache.
   uint64_t total_objects = 0;
   void** transfer = nullptr;   // kTransferSlots slots, allocated on first use.
   uint32_t transfer_count = 0;
@@ -61,9 +111,10 @@ struct SpanTags {
 
 constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
 
-// Recycled Span records; guarded by g_span_lock.
+// Recycled Span records, per class (their bitmaps' sizes differ); guarded
+// by g_span_lock.
 constinit os::SpinLock g_span_lock;
-Span* g_free_spans = nullptr;
+Span* g_free_spans[kNumClasses] = {};
 
 // The span tag of each class (central_list.h) without the node, which
 // Grow() adds: the class, and from SetTagPayloads() on, the payload.
@@ -80,23 +131,31 @@ int OrderOfSpan(int cls) {
   return __builtin_ctz(Class(cls).span_bytes) - kPageShift;
 }
 
-Span* NewSpanRecord() {
+// A record for a span of class `cls`, its bitmap all clear.
+Span* NewSpanRecord(int cls) {
+  const uint32_t words = BitmapWords(cls);
+  Span* s = nullptr;
   {
     os::SpinLockHolder h(&g_span_lock);
-    if (g_free_spans != nullptr) {
-      Span* s = g_free_spans;
-      g_free_spans = s->next;
-      *s = Span{};
-      return s;
+    if (g_free_spans[cls] != nullptr) {
+      s = g_free_spans[cls];
+      g_free_spans[cls] = s->next;
     }
   }
-  return static_cast<Span*>(page_heap::MetaAlloc(sizeof(Span), 64));
+  if (s == nullptr) {
+    s = static_cast<Span*>(
+        page_heap::MetaAlloc(sizeof(Span) + words * sizeof(uint64_t), 64));
+    if (s == nullptr) return nullptr;
+  }
+  *s = Span{};
+  for (uint32_t w = 0; w < words; ++w) SpanBits(s)[w] = 0;
+  return s;
 }
 
-void DeleteSpanRecord(Span* s) {
+void DeleteSpanRecord(Span* s, int cls) {
   os::SpinLockHolder h(&g_span_lock);
-  s->next = g_free_spans;
-  g_free_spans = s;
+  s->next = g_free_spans[cls];
+  g_free_spans[cls] = s;
 }
 
 void Link(CentralList* l, Span* s) {
@@ -124,12 +183,12 @@ uint32_t SpanSlot(uintptr_t start) {
 
 // Carves a new span for (node, cls).  Called with l->lock held.
 Span* Grow(CentralList* l, int node, int cls) {
-  Span* s = NewSpanRecord();
+  Span* s = NewSpanRecord(cls);
   if (s == nullptr) return nullptr;
   bool zeroed;
   const uintptr_t start = page_heap::AllocSpan(node, OrderOfSpan(cls), &zeroed);
   if (start == 0) {
-    DeleteSpanRecord(s);
+    DeleteSpanRecord(s, cls);
     return nullptr;
   }
   ChunkInfo* chunk = page_heap::LookupChunk(start);
@@ -162,7 +221,7 @@ void Release(CentralList* l, Span* s) {
   page_heap::SetSpanTags(s->start, c.span_bytes, 0);
   s->chunk->span_meta[SpanSlot(s->start)] = nullptr;
   page_heap::FreeSpan(s->chunk, s->start, OrderOfSpan(s->cls));
-  DeleteSpanRecord(s);
+  DeleteSpanRecord(s, s->cls);
 }
 
 }  // namespace
@@ -191,18 +250,30 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
       s = Grow(l, node, cls);
       if (s == nullptr) break;  // errno is ENOMEM.
     }
-    while (got < n && s->free_list != nullptr) {
-      void* obj = s->free_list;
-      s->free_list = *static_cast<void**>(obj);
-      out[got++] = obj;
-      ++s->in_use;
+    // Returned objects first, in ascending order, from the bitmap alone.
+    uint64_t* bits = SpanBits(s);
+    while (got < n && s->free_bits > 0) {
+      while (bits[s->first_word] == 0) ++s->first_word;
+      uint64_t w = bits[s->first_word];
+      const uintptr_t base =
+          s->start + uintptr_t{s->first_word} * 64 * size;
+      uint32_t took = 0;
+      while (w != 0 && got < n) {
+        out[got++] = reinterpret_cast<void*>(
+            base + uintptr_t(__builtin_ctzll(w)) * size);
+        w &= w - 1;
+        ++took;
+      }
+      bits[s->first_word] = w;
+      s->free_bits -= took;
+      s->in_use += took;
     }
     while (got < n && s->carved < s->capacity) {
       out[got++] = reinterpret_cast<void*>(s->start + uintptr_t{s->carved} * size);
       ++s->carved;
       ++s->in_use;
     }
-    if (s->free_list == nullptr && s->carved == s->capacity) Unlink(l, s);
+    if (s->free_bits == 0 && s->carved == s->capacity) Unlink(l, s);
   }
   l->free_objects -= got;  // Counts the transfer cache's objects too.
   return got;
@@ -220,8 +291,20 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
     os::FatalMisuse("free(): double free or corruption (span already free)",
                     reinterpret_cast<void*>(p));
   }
-  *reinterpret_cast<void**>(p) = s->free_list;
-  s->free_list = reinterpret_cast<void*>(p);
+  const uint32_t index =
+      static_cast<uint32_t>(((p - start) * kIndexMagic.m[cls]) >> 32);
+  const uint32_t word = index / 64;
+  const uint64_t bit = uint64_t{1} << (index % 64);
+  if (index >= s->carved || (SpanBits(s)[word] & bit) != 0) {
+    l->lock.Unlock();
+    os::FatalMisuse(index >= s->carved
+                        ? "free(): invalid pointer (an object never handed out)"
+                        : "free(): double free (the object is free in its span)",
+                    reinterpret_cast<void*>(p));
+  }
+  SpanBits(s)[word] |= bit;
+  ++s->free_bits;
+  if (word < s->first_word) s->first_word = word;
   --s->in_use;
   ++l->free_objects;
   if (!s->listed) Link(l, s);
@@ -351,13 +434,19 @@ void CheckInvariants() {
         CIDMALLOC_CHECK(s->chunk->node == node, "span on the wrong node");
         CIDMALLOC_CHECK(s->in_use <= s->carved && s->carved <= s->capacity,
                         "span counts");
-        uint32_t on_list = 0;
-        for (void* o = s->free_list; o != nullptr; o = *static_cast<void**>(o)) {
-          CIDMALLOC_CHECK(IsObjectStart(reinterpret_cast<uintptr_t>(o), cls),
-                          "free-list entry is not an object");
-          CIDMALLOC_CHECK(++on_list <= s->capacity, "free-list cycle");
+        uint32_t set = 0;
+        const uint64_t* bits = SpanBits(s);
+        for (uint32_t w = 0; w < BitmapWords(cls); ++w) {
+          CIDMALLOC_CHECK(w >= s->first_word || bits[w] == 0,
+                          "span bitmap: a bit before first_word");
+          for (uint64_t b = bits[w]; b != 0; b &= b - 1) {
+            CIDMALLOC_CHECK(w * 64 + __builtin_ctzll(b) < s->carved,
+                            "span bitmap: an object never carved is free");
+            ++set;
+          }
         }
-        CIDMALLOC_CHECK(on_list + (s->capacity - s->carved) ==
+        CIDMALLOC_CHECK(set == s->free_bits, "span bitmap: free_bits");
+        CIDMALLOC_CHECK(s->free_bits + (s->capacity - s->carved) ==
                             s->capacity - s->in_use,
                         "free objects do not add up");
         listed_free += s->capacity - s->in_use;

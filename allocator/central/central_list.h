@@ -2,9 +2,10 @@
 // lists.
 //
 // Each list owns the small-object spans of one class on one node.  A span
-// hands out objects first from its free list (objects returned to it, linked
-// through their first word) and then by carving untouched objects off its
-// end, so a new span costs no writes to its memory.  Objects move to and
+// hands out objects first from those returned to it (a bit each in the
+// span's bitmap, in ascending order, without touching them) and then by
+// carving untouched objects off its end, so a new span costs no writes to
+// its memory.  A return of an object whose bit is set is a double free.  Objects move to and
 // from the front end in batches.  A freed object always returns to the list
 // of its own span's node, whichever node frees it: that is how remote frees
 // travel home.
