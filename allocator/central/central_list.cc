@@ -52,42 +52,14 @@ inline const uint64_t* SpanBits(const Span* s) {
 }
 static_assert(sizeof(Span) % alignof(uint64_t) == 0);
 
-// floor(2^32 / size) + 1 for each class: the index of the object at offset
-// `off` of its span is (off * kIndexMagic[cls]) >> 32 for every object
-// start (off a multiple of size, off < 2^21: the error stays below 1).
-struct IndexMagic {
-  uint64_t m[kNumClasses];
-};
-constexpr IndexMagic MakeIndexMagic() {
-  IndexMagic t{};
-  for (int c = 1; c < kNumClasses; ++c) {
-    t.m[c] = (uint64_t{1} << 32) / kClasses.info[c].size + 1;
-  }
-  return t;
-}
-inline constexpr IndexMagic kIndexMagic = MakeIndexMagic();
-constexpr bool IndexMagicIsExact() {
-  for (int c = 1; c < kNumClasses; ++c) {
-    const SizeClassInfo& i = kClasses.info[c];
-    if (i.span_bytes > (uint32_t{1} << 21)) return false;
-    for (uint64_t j = 0; j < i.limit / i.size; j += 1 + j / 8) {
-      if (((j * i.size) * kIndexMagic.m[c] >> 32) != j) return false;
-    }
-    const uint64_t last = i.limit / i.size - 1;
-    if (((last * i.size) * kIndexMagic.m[c] >> 32) != last) return false;
-  }
-  return true;
-}
-static_assert(IndexMagicIsExact());
-
 // The transfer cache: whole batches on their way from one ID's cache to
 // another's, kept as an array of pointers so that neither side touches the
 // objects.  Without it a flushed batch was threaded through the objects
 // into their spans' free lists (before the spans kept bitmaps), and the
 // next refill walked those lists: one dependent load per object, of a line
 // the freeing core had just written (prodcons spent a fifth of its time
-// there).  Objects in it stay counted
-// as in use by their spans; it holds at most kTransferBatches batches.
+// there).  Objects in it stay counted as in use by their spans; it holds at
+// most kTransferBatches batches.
 inline constexpr uint32_t kTransferBatches = 4;
 inline constexpr uint32_t kTransferSlots = kTransferBatches * kMaxBatch;
 
@@ -255,8 +227,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
     while (got < n && s->free_bits > 0) {
       while (bits[s->first_word] == 0) ++s->first_word;
       uint64_t w = bits[s->first_word];
-      const uintptr_t base =
-          s->start + uintptr_t{s->first_word} * 64 * size;
+      const uintptr_t base = s->start + uintptr_t{s->first_word} * 64 * size;
       uint32_t took = 0;
       while (w != 0 && got < n) {
         out[got++] = reinterpret_cast<void*>(
@@ -291,8 +262,7 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
     os::FatalMisuse("free(): double free or corruption (span already free)",
                     reinterpret_cast<void*>(p));
   }
-  const uint32_t index =
-      static_cast<uint32_t>(((p - start) * kIndexMagic.m[cls]) >> 32);
+  const uint32_t index = ObjectIndex(p - start, cls);
   const uint32_t word = index / 64;
   const uint64_t bit = uint64_t{1} << (index % 64);
   if (index >= s->carved || (SpanBits(s)[word] & bit) != 0) {

@@ -5,10 +5,10 @@
 // hands out objects first from those returned to it (a bit each in the
 // span's bitmap, in ascending order, without touching them) and then by
 // carving untouched objects off its end, so a new span costs no writes to
-// its memory.  A return of an object whose bit is set is a double free.  Objects move to and
-// from the front end in batches.  A freed object always returns to the list
-// of its own span's node, whichever node frees it: that is how remote frees
-// travel home.
+// its memory.  A return of an object whose bit is set is a double free.
+// Objects move to and from the front end in batches.  A freed object always
+// returns to the list of its own span's node, whichever node frees it: that
+// is how remote frees travel home.
 //
 // Locking: one spin lock per (node, class) guards its span list and the
 // state of its spans.  Lock order: central list -> page heap; two central

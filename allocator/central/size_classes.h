@@ -171,6 +171,35 @@ inline bool IsObjectStart(uintptr_t p, int cls) {
          kObjectStarts.bound[cls];
 }
 
+// The index in its span of the object of class `cls` that starts `off`
+// bytes into the span (off a multiple of the size): the high half of
+// off * magic, since magic is 2^64 / size rounded up (plus 1 for a power of
+// two), whose excess times off stays below 2^64 for any offset in a span.
+inline uint32_t ObjectIndex(uintptr_t off, int cls) {
+  return static_cast<uint32_t>(
+      (static_cast<unsigned __int128>(off) * kObjectStarts.magic[cls]) >> 64);
+}
+constexpr bool ObjectIndexIsExact() {
+  for (int c = 1; c < kNumClasses; ++c) {
+    const SizeClassInfo& i = kClasses.info[c];
+    const uint64_t objects = i.limit / i.size;
+    for (uint64_t j = 0; j < objects; j += 1 + j / 8) {
+      if (static_cast<uint64_t>(
+              (static_cast<unsigned __int128>(j * i.size) *
+               kObjectStarts.magic[c]) >> 64) != j) {
+        return false;
+      }
+    }
+    if (static_cast<uint64_t>((static_cast<unsigned __int128>(
+                                   (objects - 1) * i.size) *
+                               kObjectStarts.magic[c]) >> 64) != objects - 1) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(ObjectIndexIsExact());
+
 }  // namespace cidmalloc::central
 
 #endif  // CIDMALLOC_ALLOCATOR_CENTRAL_SIZE_CLASSES_H_
