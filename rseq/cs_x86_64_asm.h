@@ -215,6 +215,14 @@
   "movq %[n], (%[s])\n"                /* commit: s->top = n */              \
   "5:\n\t"
 
+// end = min(end, want); if (end == 0) goto fail   (the batch sections: at
+// most `want` objects, and none is a failure)
+#define CIDMALLOC_RSEQ_CLAMP_END_TO_WANT                                  \
+  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */             \
+  "cmoval %[want], %k[end]\n\t"        /*   end = want */                \
+  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */    \
+  "jz %l[fail]\n\t"                    /*   goto fail */
+
 // w = s->top; end = min(w >> 48, want); if (end == 0) fail;
 // do { rax = w & mask; *o++ = rax; w = rax->next; } while (--end);
 // commit: s->top = w
@@ -227,10 +235,7 @@
   "shrq $" CIDMALLOC_STR(CIDMALLOC_STACK_COUNT_SHIFT) ", %[end]\n\t"           \
                                        /* end >>= 48: the count */           \
   "jz %l[fail]\n\t"                    /* if (end == 0) goto fail */         \
-  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
-  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
-  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
-  "jz %l[fail]\n\t"                    /*   goto fail */                     \
+  CIDMALLOC_RSEQ_CLAMP_END_TO_WANT                                           \
   "movabsq $" CIDMALLOC_STR(CIDMALLOC_STACK_ITEM_MASK) ", %[m]\n\t"          \
                                        /* m = kItemMask */                   \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
@@ -263,10 +268,7 @@
                                        /* end = s->capacity */               \
   "subl %k[n], %k[end]\n\t"            /* end -= n (room) */                 \
   "jbe %l[fail]\n\t"                   /* if (room <= 0) goto fail */        \
-  "cmpl %[want], %k[end]\n\t"          /* if (end > want) */                 \
-  "cmoval %[want], %k[end]\n\t"        /*   end = want */                    \
-  "testl %k[end], %k[end]\n\t"         /* if (end == 0: want == 0) */        \
-  "jz %l[fail]\n\t"                    /*   goto fail */                     \
+  CIDMALLOC_RSEQ_CLAMP_END_TO_WANT                                           \
   CIDMALLOC_RSEQ_INJECT_ASM(1)                                               \
   "9:\n\t"                             /* do { */                            \
   "movq (%[i]), %%rax\n\t"             /*   rax = *i */                      \
