@@ -136,21 +136,12 @@ check_git() {
   mkdir -p "$TMP/git-home"
   # Fresh repositories each time: the check runs once per variant.
   rm -rf "$TMP/git-base" "$TMP/git-pre"
-  local rc=0
-  (export "${env[@]}"; git_session base "$TMP/git-base") \
-    >"$TMP/git.base" 2>"$TMP/git.base.err" || rc=$?
-  if ((rc != 0)); then
-    say "git on glibc failed:"
-    tail -n 5 "$TMP/git.base.err" >&2
-    return 1
-  fi
-  (export "${env[@]}"; git_session pre "$TMP/git-pre") \
-    >"$TMP/git.pre" 2>"$TMP/git.pre.err" || rc=$?
-  if ((rc != 0)); then
-    say "git under cidmalloc failed:"
-    tail -n 5 "$TMP/git.pre.err" >&2
-    return 1
-  fi
+  # git_env_session WHO REPO: git_session in that environment (a subshell).
+  git_env_session() { (export "${env[@]}"; git_session "$@"); }
+  run_to "$TMP/git.base" "$TMP/git.base.err" "git on glibc" \
+    git_env_session base "$TMP/git-base" || return 1
+  run_to "$TMP/git.pre" "$TMP/git.pre.err" "git under cidmalloc" \
+    git_env_session pre "$TMP/git-pre" || return 1
   if [[ -s "$TMP/git.pre.err" ]]; then
     say "git printed on stderr:"
     head -5 "$TMP/git.pre.err" >&2
