@@ -9,11 +9,13 @@
 # compares what it produced with the same program on glibc's malloc:
 # python3 (dicts, sorting, joins, hashing; also PYTHONMALLOC=malloc), gcc
 # (compile a generated C file; binary and its output), git (a 200-file
-# repository: commit, log, gc, fsck), sort (~50 MB) and perl (a big hash).
-# python3 and sort run again under glibc.pthread.rseq=0 (cidmalloc registers
-# rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, and with rseq(2) denied
-# by a seccomp filter (ENOSYS and EPERM; also gcc), and every program again
-# with the background thread on and ticking every millisecond. Further checks: the
+# repository: commit, log, gc, fsck), sort (~50 MB), perl (a big hash) and
+# the JVM (javac, then a thread pool with zlib and direct buffers).
+# python3, sort and java run again under glibc.pthread.rseq=0 (cidmalloc
+# registers rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, python3 and
+# sort with rseq(2) denied by a seccomp filter (ENOSYS and EPERM; also gcc
+# and java with ENOSYS), and every program again with the background thread
+# on and ticking every millisecond. Further checks: the
 # "cidmalloc: mode" line proves the library is in use and honours the
 # forced modes; //tests/preload:static_link (cc_binary malloc =
 # "//:cidmalloc") in every mode; `./cidmalloc run` (a command and the demo);
@@ -109,6 +111,7 @@ check "gcc compiles and runs a generated C file" check_gcc
 check "git init/add/commit/log/gc/fsck, 200 files" check_git
 check "sort 50 MB" check_sort
 check "perl big hash" check_perl
+check "javac, then java: a thread pool, zlib, direct buffers" check_java
 
 for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   CIDMALLOC_RSEQ_MODE=none; do
@@ -117,6 +120,8 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] python3 dict/sort/join/hash" check_python
   check "[$variant] python3 PYTHONMALLOC=malloc" check_python malloc
   check "[$variant] sort 50 MB" check_sort
+  check "[$variant] javac, then java: a thread pool, zlib, direct buffers" \
+    check_java
 done
 VARIANT=()
 
@@ -131,6 +136,8 @@ for errno_name in ENOSYS EPERM; do
   if [[ "$errno_name" == ENOSYS ]]; then
     check "[rseq denied, $errno_name] gcc compiles and runs a generated C file" \
       check_gcc
+    check "[rseq denied, $errno_name] javac, then java: a thread pool, zlib, direct buffers" \
+      check_java
   fi
 done
 WRAP=()
@@ -147,6 +154,8 @@ check "[background thread] gcc compiles and runs a generated C file" check_gcc
 check "[background thread] git init/add/commit/log/gc/fsck, 200 files" check_git
 check "[background thread] sort 50 MB" check_sort
 check "[background thread] perl big hash" check_perl
+check "[background thread] javac, then java: a thread pool, zlib, direct buffers" \
+  check_java
 VARIANT=()
 
 check "static link (malloc = \"//:cidmalloc\"), every mode" check_static

@@ -2,7 +2,8 @@
 # (which sources it), each run with the library preloaded and on glibc's
 # malloc and its output compared: python3 (tests/preload/alloc_heavy.py),
 # sort (~50 MB), gcc (a C file from tests/preload/gen_c.sh), git (a 200-file
-# repository) and perl (a big hash).  Paths are relative to the repository
+# repository), perl (a big hash) and the JVM (javac, then
+# tests/preload/AllocHeavy.java on a pool of threads).  Paths are relative to the repository
 # root, tests/preload_test.sh's working directory; the helpers (pre, base,
 # same, run_to, ...) are tests/preload/harness.sh's.
 # shellcheck shell=bash
@@ -176,4 +177,35 @@ check_perl() {
     pre perl -e "$PERL_PROG" || return 1
   same "$TMP/perl.base" "$TMP/perl.pre" "perl output" || return 1
   say "$(cat "$TMP/perl.pre")"
+}
+
+# --- java --------------------------------------------------------------------
+
+# javac compiles tests/preload/AllocHeavy.java (the same class file on both
+# allocators: javac is deterministic), then the JVM runs it: threads of the
+# program's pool and of the JVM's own (JIT compilers, garbage collector,
+# reference handler) allocate and free, natively through zlib and direct
+# buffers.  No performance data file in /tmp (-XX:-UsePerfData).
+check_java() {
+  need javac java || return
+  local d="$TMP/java" src=tests/preload/AllocHeavy.java
+  rm -rf "$d"
+  mkdir -p "$d/base" "$d/pre"
+  run_to "$d/javac.base.out" "$d/javac.base.err" "javac (glibc)" \
+    base javac -J-XX:-UsePerfData -d "$d/base" "$src" || return 1
+  run_to "$d/javac.pre.out" "$d/javac.pre.err" "javac" \
+    pre javac -J-XX:-UsePerfData -d "$d/pre" "$src" || return 1
+  same "$d/base/AllocHeavy.class" "$d/pre/AllocHeavy.class" "class file" ||
+    return 1
+  run_to "$d/base.out" "$d/base.err" "java (glibc)" \
+    base java -XX:-UsePerfData -cp "$d/base" AllocHeavy || return 1
+  run_to "$d/pre.out" "$d/pre.err" "java" \
+    pre java -XX:-UsePerfData -cp "$d/pre" AllocHeavy || return 1
+  if [[ -s "$d/pre.err" ]]; then
+    say "java printed on stderr:"
+    head -5 "$d/pre.err" >&2
+    return 1
+  fi
+  same "$d/base.out" "$d/pre.out" "program output" || return 1
+  say "$(cat "$d/pre.out")"
 }
