@@ -88,12 +88,14 @@ Mode ModeCap() {
 // CIDMALLOC_RSEQ_SOFT=owner|lock: lock turns the soft IDs' owner protocol
 // off (the lock protocol's tests, and a way out should the protocol
 // misbehave).  Unset or empty means owner.
-bool SoftOwnerKnob() {
+SoftProtocol SoftKnob() {
   const char* v = GetKnob("CIDMALLOC_RSEQ_SOFT");
-  if (v == nullptr || *v == '\0' || strcmp(v, "owner") == 0) return true;
-  if (strcmp(v, "lock") == 0) return false;
+  if (v == nullptr || *v == '\0' || strcmp(v, "owner") == 0) {
+    return SoftProtocol::kOwner;
+  }
+  if (strcmp(v, "lock") == 0) return SoftProtocol::kLock;
   Warn("CIDMALLOC_RSEQ_SOFT=", v, " is not one of owner|lock; using owner");
-  return true;
+  return SoftProtocol::kOwner;
 }
 
 void CountCpu(int cpu, void* arg) {
@@ -236,7 +238,7 @@ void DoInit() {
   }
   // The soft knob matters in none mode only (rseq modes use the lock
   // protocol for their rare soft IDs), so it is read only there.
-  InitSoftIds(p.mode == Mode::kNone && SoftOwnerKnob());
+  InitSoftIds(p.mode == Mode::kNone ? SoftKnob() : SoftProtocol::kLock);
   pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
 }
 

@@ -182,10 +182,10 @@ bool SoftTryLockExclusive(uint32_t index) {
   return false;
 }
 
-void InitSoftIds(bool owner_protocol_wanted) {
+void InitSoftIds(SoftProtocol wanted) {
   g_exit_key_ok = pthread_key_create(&g_exit_key, ReleaseOnExit) == 0;
   g_soft_owner_protocol =
-      owner_protocol_wanted &&
+      wanted == SoftProtocol::kOwner &&
       Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
 }
 

@@ -135,9 +135,12 @@ bool SoftLockExclusive(uint32_t index);
 // thread holds the lock or an owner is busy on the ID.
 bool SoftTryLockExclusive(uint32_t index);
 
-// At Init: `owner_protocol_wanted` (none mode, and CIDMALLOC_RSEQ_SOFT does
-// not say lock) turns the owner protocol on if membarrier registers.
-void InitSoftIds(bool owner_protocol_wanted);
+// Which protocol soft IDs run (rseq.md): every operation under the ID's
+// lock, or its owner thread without a lock (with the lock for the others).
+enum class SoftProtocol : uint8_t { kLock, kOwner };
+// At Init: kOwner (none mode, and CIDMALLOC_RSEQ_SOFT does not say lock)
+// turns the owner protocol on if membarrier registers; kLock keeps it off.
+void InitSoftIds(SoftProtocol wanted);
 // fork: the parent takes every soft-ID lock and waits for every owner to
 // finish, so that no soft operation is half done in the child's copy of
 // memory; both sides then release them.

@@ -180,8 +180,8 @@ void* AllocSmallMiss(int cls) noexcept {
   // The full path: registers the thread's own rseq area if needed, or uses
   // its soft ID.
   p = rseq::Pop(front_end::g_slabs, front_end::kLayout.offset[cls]);
-  const bool hit = p != nullptr;
-  if (!hit) {
+  const Served served = p != nullptr ? Served::kCache : Served::kSlowPath;
+  if (served == Served::kSlowPath) {
     p = front_end::AllocSlow(cls);
     if (p == nullptr) {
       errno = ENOMEM;
@@ -190,11 +190,11 @@ void* AllocSmallMiss(int cls) noexcept {
     MaybeStartBackground();
   }
   static_cast<uintptr_t*>(p)[1] = 0;
-  if (g_counting) CountAlloc(p, hit);
+  if (g_counting) CountAlloc(p, served);
   return p;
 }
 
-void* AllocLarge(size_t size, size_t align, bool clear) noexcept {
+void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
   EnsureInit();
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -206,8 +206,8 @@ void* AllocLarge(size_t size, size_t align, bool clear) noexcept {
     errno = ENOMEM;
     return nullptr;
   }
-  if (clear && !zeroed) memset(p, 0, size);
-  if (g_counting) CountAlloc(p, false);
+  if (fill == Fill::kZero && !zeroed) memset(p, 0, size);
+  if (g_counting) CountAlloc(p, Served::kSlowPath);
   MaybeStartBackground();
   return p;
 }
@@ -218,7 +218,7 @@ void FreeSlow(void* ptr) noexcept {
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
   if (chunk == nullptr) return InvalidPointer("free(): invalid pointer", ptr);
   // Not a small object: a large allocation, or a span that is free already.
-  if (g_counting) CountFree(ptr, false);
+  if (g_counting) CountFree(ptr, FreedOn::kOwnNode);
   page_heap::FreeLarge(chunk, p);
 }
 
@@ -267,9 +267,11 @@ void FreeSmallMiss(void* p, int cls) noexcept {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(addr);
   const int node = chunk->node;
-  const bool remote = os::NumNodes() > 1 && node != os::CurrentNode();
-  if (g_counting) CountFree(p, remote);
-  if (remote) return front_end::FreeRemote(p);
+  const FreedOn where = os::NumNodes() > 1 && node != os::CurrentNode()
+                            ? FreedOn::kOtherNode
+                            : FreedOn::kOwnNode;
+  if (g_counting) CountFree(p, where);
+  if (where == FreedOn::kOtherNode) return front_end::FreeRemote(p);
   front_end::FreeSlow(cls, p, node);
 }
 
@@ -323,7 +325,7 @@ void* AllocAligned(size_t align, size_t size) {
       }
     }
   }
-  return AllocLarge(size, align, false);
+  return AllocLarge(size, align, Fill::kAny);
 }
 
 }  // namespace cidmalloc::api

@@ -112,8 +112,10 @@ CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
     uint32_t stack_offset) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallFull(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
+// What a large allocation's bytes must be: anything, or zero (calloc).
+enum class Fill : uint8_t { kAny, kZero };
 CIDMALLOC_NOINLINE void* AllocLarge(size_t size, size_t align,
-                                    bool clear) noexcept;
+                                    Fill fill) noexcept;
 CIDMALLOC_NOINLINE void FreeSlow(void* p) noexcept;
 // free()'s object-start test failed: class 0 (no span tag) goes on to
 // FreeSlow, any other class is an invalid pointer.
@@ -182,7 +184,7 @@ __attribute__((always_inline)) inline void* Alloc(size_t size) {
   if (CIDMALLOC_LIKELY(size <= central::kMaxSmallSize)) {
     return AllocFromStack(front_end::MidStackOffsetOf(size));
   }
-  return AllocLarge(size, central::kMinAlign, false);
+  return AllocLarge(size, central::kMinAlign, Fill::kAny);
 }
 
 // Alloc's fast path alone, for a caller whose own out-of-line slow path

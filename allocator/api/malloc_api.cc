@@ -39,7 +39,7 @@ void* Calloc(size_t n, size_t size) {
   }
   if (total > cidmalloc::central::kMaxSmallSize) {
     return cidmalloc::api::AllocLarge(total, cidmalloc::central::kMinAlign,
-                                      /*clear=*/true);
+                                      cidmalloc::api::Fill::kZero);
   }
   void* p = Alloc(total);
   if (p != nullptr) memset(p, 0, total);

@@ -102,9 +102,9 @@ void MiB(RawBuffer& b, uint64_t bytes) {
 
 }  // namespace
 
-void CountAlloc(void* p, bool cache_hit) {
+void CountAlloc(void* p, Served served) {
   rseq::CounterAdd(Field(&IdCounters::mallocs), 1);
-  if (cache_hit) rseq::CounterAdd(Field(&IdCounters::hits), 1);
+  if (served == Served::kCache) rseq::CounterAdd(Field(&IdCounters::hits), 1);
   page_heap::ChunkInfo* chunk =
       page_heap::LookupChunk(reinterpret_cast<uintptr_t>(p));
   if (chunk != nullptr && chunk->node == os::CurrentNode()) {
@@ -112,9 +112,11 @@ void CountAlloc(void* p, bool cache_hit) {
   }
 }
 
-void CountFree(void*, bool remote) {
+void CountFree(void*, FreedOn where) {
   rseq::CounterAdd(Field(&IdCounters::frees), 1);
-  if (remote) rseq::CounterAdd(Field(&IdCounters::remote_frees), 1);
+  if (where == FreedOn::kOtherNode) {
+    rseq::CounterAdd(Field(&IdCounters::remote_frees), 1);
+  }
 }
 
 void StatsInit(const os::Config& config) {

@@ -129,22 +129,23 @@ BENCHMARK(BM_PairRandom)->Threads(1)->Threads(2);
 
 // Sizes from K classes: 32 * (1 + r % K) for a fixed random sequence r, or
 // 32 * (1 + i % K) in turn.
+enum class Order : uint8_t { kRandom, kInTurn };
 struct ClassSizes {
   uint32_t size[kNumSizes];
-  ClassSizes(uint32_t classes, bool alternate) {
+  ClassSizes(uint32_t classes, Order order) {
     Xorshift rng;
     for (uint32_t i = 0; i < kNumSizes; ++i) {
       const uint32_t r = rng.Next();
-      size[i] = 32 * (1 + (alternate ? i : r) % classes);
+      size[i] = 32 * (1 + (order == Order::kInTurn ? i : r) % classes);
     }
   }
 };
 
 void BM_PairClasses(benchmark::State& state) {
   // Static: 16 KiB, rebuilt for each benchmark (1 thread, so no race).
-  static ClassSizes sizes(1, false);
+  static ClassSizes sizes(1, Order::kRandom);
   sizes = ClassSizes(static_cast<uint32_t>(state.range(0)),
-                     state.range(1) != 0);
+                     state.range(1) != 0 ? Order::kInTurn : Order::kRandom);
   uint32_t i = 0;
   for (auto _ : state) {
     void* p = malloc(sizes.size[i++ & (kNumSizes - 1)]);

@@ -174,17 +174,19 @@ TEST(Calloc, ZeroedForEverySampledSize) {
 
 // Dirty a block, free it, calloc the same size: the memory handed back is
 // likely the dirty block, and must read as zero.
-void DirtyThenCalloc(size_t size, int rounds, bool trim_between) {
+enum class Between : uint8_t { kNothing, kTrim };
+void DirtyThenCalloc(size_t size, int rounds, Between between) {
   for (int r = 0; r < rounds; ++r) {
     void* p = malloc(size);
     ASSERT_NE(p, nullptr);
     Dirty(p, 0xff, malloc_usable_size(p));
     free(p);
-    if (trim_between) malloc_trim(0);
+    if (between == Between::kTrim) malloc_trim(0);
     unsigned char* q = static_cast<unsigned char*>(calloc(1, size));
     ASSERT_NE(q, nullptr);
     ASSERT_EQ(FirstNonZero(q, size), size)
-        << "calloc(1, " << size << ") round " << r << (trim_between ? " after malloc_trim" : "")
+        << "calloc(1, " << size << ") round " << r
+        << (between == Between::kTrim ? " after malloc_trim" : "")
         << " returned dirty memory";
     Dirty(q, 0xff, size);
     free(q);
@@ -194,7 +196,7 @@ void DirtyThenCalloc(size_t size, int rounds, bool trim_between) {
 TEST(Calloc, ZeroAfterReuseOfDirtySmallObjects) {
   for (size_t size : {size_t{1}, size_t{16}, size_t{100}, size_t{1000},
                       size_t{4096}, size_t{30000}, size_t{65536}}) {
-    DirtyThenCalloc(size, 200, false);
+    DirtyThenCalloc(size, 200, Between::kNothing);
   }
   // Many objects at once, so that reuse goes through the central lists.
   std::vector<void*> v;
@@ -217,7 +219,7 @@ TEST(Calloc, ZeroAfterReuseOfDirtySmallObjects) {
 TEST(Calloc, ZeroAfterReuseOfDirtyLargeAndHugeBlocks) {
   for (size_t size : {size_t{65537}, size_t{100000}, kMiB, 2 * kMiB,
                       3 * kMiB}) {
-    DirtyThenCalloc(size, 20, false);
+    DirtyThenCalloc(size, 20, Between::kNothing);
   }
 }
 
@@ -225,7 +227,7 @@ TEST(Calloc, ZeroAfterDirtyPagesWereReturnedToTheOs) {
   // malloc_trim returns the free pages to the OS (madvise); a later calloc
   // may get them back and must still see zeros, whatever the advice was.
   for (size_t size : {size_t{65537}, size_t{200000}, kMiB, 2 * kMiB}) {
-    DirtyThenCalloc(size, 10, true);
+    DirtyThenCalloc(size, 10, Between::kTrim);
   }
 }
 

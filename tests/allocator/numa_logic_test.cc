@@ -196,14 +196,15 @@ size_t MixedSize(int i) {
 // pinned, and before allocating, the thread drains every cache if asked,
 // and counts the node-0 objects the caches hold: from then on it is the
 // only thread that allocates (creating it made the main thread allocate).
-int NonLocalAllocationsOnCpu1(bool drain_first, uint64_t* cached_node0,
+enum class Caches : uint8_t { kKeep, kDrainFirst };
+int NonLocalAllocationsOnCpu1(Caches caches, uint64_t* cached_node0,
                               int* first_nonlocal) {
   constexpr int kAllocs = 100000;
   constexpr int kWindow = 2000;
   int nonlocal = 0;
   *first_nonlocal = -1;
   RunOnCpu(1, [&] {
-    if (drain_first) malloc_trim(0);
+    if (caches == Caches::kDrainFirst) malloc_trim(0);
     *cached_node0 = CachedObjectsOfNode(0);
     std::vector<void*> window(kWindow, nullptr);
     for (int i = 0; i < kAllocs; ++i) {
@@ -237,7 +238,8 @@ TEST_F(NumaLogicTest, PinnedThreadOnNode1GetsOnlyNode1Memory) {
   int first = -1;
   uint64_t cached_node0 = 0;
   // Empty caches: any node-0 object would have to come from below them.
-  const int nonlocal = NonLocalAllocationsOnCpu1(true, &cached_node0, &first);
+  const int nonlocal = NonLocalAllocationsOnCpu1(Caches::kDrainFirst, &cached_node0,
+                                                 &first);
   EXPECT_EQ(cached_node0, 0u);
   const cidmalloc_stats after = Stats();
   EXPECT_EQ(nonlocal, 0) << "allocations from node 0 (first at #" << first
@@ -259,7 +261,7 @@ TEST_F(NumaLogicTest, StaleCachesAreTheOnlySourceOfRemoteObjects) {
   ChurnOnNode0();
   int first = -1;
   uint64_t cached_node0 = 0;
-  const int nonlocal = NonLocalAllocationsOnCpu1(false, &cached_node0, &first);
+  const int nonlocal = NonLocalAllocationsOnCpu1(Caches::kKeep, &cached_node0, &first);
   EXPECT_LE(static_cast<uint64_t>(nonlocal), cached_node0)
       << "node-0 objects handed out on node 1 beyond what caches held";
   const std::string mode = Stats().mode;

@@ -96,7 +96,10 @@ class Churn {
 };
 
 // What a fork child does; runs under alarm() and reports through `r`.
-void ChildWork(ChildReport& r, std::vector<Block>& before_fork, bool grandchild) {
+// Whether the child forks a grandchild of its own.
+enum class Grandchild : uint8_t { kNone, kFork };
+void ChildWork(ChildReport& r, std::vector<Block>& before_fork,
+               Grandchild grandchild) {
   // Free memory allocated before the fork, by this thread and by threads
   // that do not exist in the child.
   for (const Block& b : before_fork) {
@@ -150,9 +153,9 @@ void ChildWork(ChildReport& r, std::vector<Block>& before_fork, bool grandchild)
   }
   for (auto& v : theirs) live.insert(live.end(), v.begin(), v.end());
   r.Check(static_cast<bool>(Disjoint(live)), "child blocks overlap");
-  if (grandchild) {
+  if (grandchild == Grandchild::kFork) {
     const std::string g = RunInChild(20, [&](ChildReport& gr) {
-      ChildWork(gr, live, /*grandchild=*/false);
+      ChildWork(gr, live, Grandchild::kNone);
       live.clear();
     });
     r.Check(g.empty(), "grandchild: %s", g.c_str());
@@ -218,7 +221,8 @@ TEST(Lifecycle, ForkWhileOtherThreadsAllocate) {
     const std::string result = RunInChild(
         20,
         [&](ChildReport& r) {
-          ChildWork(r, before_fork, /*grandchild=*/i % 4 == 0);
+          ChildWork(r, before_fork,
+                    i % 4 == 0 ? Grandchild::kFork : Grandchild::kNone);
         },
         &g_in_fork);
     EXPECT_EQ(result, "") << "fork " << i;

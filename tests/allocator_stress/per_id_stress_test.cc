@@ -249,7 +249,9 @@ class PerIdStress : public ::testing::Test {
     for (const Obj& o : local) Release(o.p);
   }
 
-  void RunThreads(bool pinned) {
+  enum class Pinning : uint8_t { kUnpinned, kPinned };
+  void RunThreads(Pinning pinning) {
+    const bool pinned = pinning == Pinning::kPinned;
     const std::vector<int> cpus = AllowedCpus();
     ASSERT_FALSE(cpus.empty());
     malloc_trim(0);
@@ -337,13 +339,13 @@ TEST_F(PerIdStress, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
 
 TEST_F(PerIdStress, Unpinned) {
   const cidmalloc_stats before = Stats();
-  RunThreads(/*pinned=*/false);
+  RunThreads(Pinning::kUnpinned);
   CheckCounters(before, Stats());
 }
 
 TEST_F(PerIdStress, PinnedRoundRobin) {
   const cidmalloc_stats before = Stats();
-  RunThreads(/*pinned=*/true);
+  RunThreads(Pinning::kPinned);
   CheckCounters(before, Stats());
 }
 

@@ -31,7 +31,7 @@ struct HandlerState {
 __thread HandlerState t_handler;
 
 // Pop and Push, first trying the allocator's inline fast-path sections
-// when `owner_first`: the owner-protocol operations (none mode) or, with
+// with Path::kInlineFirst: the owner-protocol operations (none mode) or, with
 // raw rseq IDs, PopUnchecked / PushUnchecked on the wide table (their own
 // instructions: the ID's low 16 bits, no bound check), every other time
 // in cid mode the mm_cid variant (IdBound::kWideMmCid: the allocator's
@@ -41,9 +41,13 @@ __thread HandlerState t_handler;
 __thread unsigned t_flip;
 bool UseMmCid() { return rs::RawIdIsMmCid() && (++t_flip & 1) != 0; }
 
-void* PopMaybeOwner(void* const* table, uintptr_t off, bool owner_first) {
+enum class Path : uint8_t { kFullOnly, kInlineFirst };
+// How PushBack gives items back: one push, or one batch push.
+enum class PushHow : uint8_t { kOne, kBatch };
+
+void* PopMaybeOwner(void* const* table, uintptr_t off, Path path) {
   void* item;
-  if (owner_first) {
+  if (path == Path::kInlineFirst) {
     if (rs::SoftOwnerPop(table, off, &item)) return item;
     if (UseMmCid()) {
       if (rs::PopUnchecked<rs::IdKind::kRaw, rs::IdBound::kWideMmCid>(
@@ -58,8 +62,8 @@ void* PopMaybeOwner(void* const* table, uintptr_t off, bool owner_first) {
   return rs::Pop(table, off);
 }
 bool PushMaybeOwner(void* const* table, uintptr_t off, void* item,
-                    bool owner_first) {
-  if (owner_first) {
+                    Path path) {
+  if (path == Path::kInlineFirst) {
     if (rs::SoftOwnerPush(table, off, item)) return true;
     if (UseMmCid()) {
       if (rs::PushUnchecked<rs::IdKind::kRaw, rs::IdBound::kWideMmCid>(
@@ -76,14 +80,13 @@ bool PushMaybeOwner(void* const* table, uintptr_t off, void* item,
 
 // Pushes `*n` items of `v[0..*n)` (the last ones), keeping what does not
 // fit.  Returns how many were pushed.
-uint32_t PushBack(World& w, void** v, uint32_t* n, bool batch,
-                  bool owner_first = true) {
+uint32_t PushBack(World& w, void** v, uint32_t* n, PushHow how,
+                  Path path = Path::kInlineFirst) {
   if (*n == 0) return 0;
-  if (!batch) {
+  if (how == PushHow::kOne) {
     void* it = v[*n - 1];
     w.Release(it);
-    if (PushMaybeOwner(w.stacks->table(), w.stacks->offset(), it,
-                       owner_first)) {
+    if (PushMaybeOwner(w.stacks->table(), w.stacks->offset(), it, path)) {
       --*n;
       return 1;
     }
@@ -121,10 +124,11 @@ void OnSigusr1(int) {
     // owner-protocol operations go first: they must step aside when the
     // handler interrupted the thread's own operation.
     if (h.runs % 2 == 0) {
-      while (h.n > 0 && PushBack(*w, h.held, &h.n, false) == 1) {
+      while (h.n > 0 && PushBack(*w, h.held, &h.n, PushHow::kOne) == 1) {
       }
     } else if (h.n < kHandlerHeldMax) {
-      void* it = PopMaybeOwner(w->stacks->table(), w->stacks->offset(), true);
+      void* it = PopMaybeOwner(w->stacks->table(), w->stacks->offset(),
+                               Path::kInlineFirst);
       if (it != nullptr && w->Take(it)) h.held[h.n++] = it;
     }
   }
@@ -164,7 +168,8 @@ void Worker(World& w, const Scenario& sc, int index, const std::vector<int>& cpu
     // Take something.
     const uint32_t op = rng.Below(4);
     if (op < 2) {
-      void* item = PopMaybeOwner(table, off, op == 0);
+      void* item = PopMaybeOwner(
+          table, off, op == 0 ? Path::kInlineFirst : Path::kFullOnly);
       if (item == nullptr) {
         ++out->empty_pops;
       } else if (w.Take(item)) {
@@ -194,14 +199,16 @@ void Worker(World& w, const Scenario& sc, int index, const std::vector<int>& cpu
                                1 + rng.Below(16));
         void** tail = held.data() + held.size() - n;
         const uint32_t asked = n;
-        const uint32_t pushed = PushBack(w, tail, &n, true);
+        const uint32_t pushed = PushBack(w, tail, &n, PushHow::kBatch);
         held.resize(held.size() - asked + n);
         out->pushes += pushed;
         w.progress.fetch_add(pushed, std::memory_order_relaxed);
         if (pushed == 0) ++out->full_pushes;
       } else {
         n = static_cast<uint32_t>(held.size());
-        if (PushBack(w, held.data(), &n, false, rng.Below(2) == 0) == 1) {
+        const Path path =
+            rng.Below(2) == 0 ? Path::kInlineFirst : Path::kFullOnly;
+        if (PushBack(w, held.data(), &n, PushHow::kOne, path) == 1) {
           held.pop_back();
           ++out->pushes;
           w.progress.fetch_add(1, std::memory_order_relaxed);
@@ -294,7 +301,7 @@ void Drainer(World& w, const std::vector<uint32_t>& ids,
       uint32_t n = std::min<uint32_t>(static_cast<uint32_t>(spare.size()),
                                       1 + rng.Below(16));
       const uint32_t asked = n;
-      PushBack(w, spare.data() + spare.size() - n, &n, true);
+      PushBack(w, spare.data() + spare.size() - n, &n, PushHow::kBatch);
       spare.resize(spare.size() - asked + n);
       if (stop->load(std::memory_order_acquire) && out->drains > 0) break;
     }
