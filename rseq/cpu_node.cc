@@ -60,11 +60,14 @@ bool Claim() {
                                                std::memory_order_acquire);
 }
 
+// Release: the table is complete before the state says so; pairs with the
+// acquire loads in NodeOfCpu.
 void Publish() { g_table_state.store(2, std::memory_order_release); }
 
 }  // namespace
 
 int NodeOfCpu(int cpu) {
+  // Acquire (both loads): pairs with Publish()'s release store.
   if (g_table_state.load(std::memory_order_acquire) != 2) {
     if (Claim()) {
       BuildFromSysfs();

@@ -56,11 +56,16 @@ extern SoftLock g_soft_locks[kMaxSoftIds] CIDMALLOC_HIDDEN;
 // Init and in a fork child, before threads use soft IDs.
 extern bool g_soft_owner_protocol CIDMALLOC_HIDDEN;
 
+// Acquire: pairs with SoftUnlock's release, so that the new holder sees
+// what the previous one did under the lock.
 inline bool SoftTryLock(uint32_t index) {
   std::atomic<uint32_t>& h = g_soft_locks[index].held;
   return h.load(std::memory_order_relaxed) == 0 &&
          h.exchange(1, std::memory_order_acquire) == 0;
 }
+// Release: pairs with the next holder's acquire exchange in SoftTryLock
+// (which every locker goes through) and with SoftOwnerBegin's acquire load
+// of `held`.
 inline void SoftUnlock(uint32_t index) {
   g_soft_locks[index].held.store(0, std::memory_order_release);
 }

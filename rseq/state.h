@@ -111,6 +111,8 @@ extern ProcessState g_process CIDMALLOC_HIDDEN;
 extern __thread ThreadPath t_path CIDMALLOC_TLS_IE CIDMALLOC_HIDDEN;
 
 void InitSlow();
+// Acquire: pairs with InitSlow()'s release store of 2, which publishes
+// every field of g_process.
 inline void EnsureInit() {
   if (CIDMALLOC_LIKELY(g_process.init_state.load(std::memory_order_acquire) ==
                        2)) {

@@ -130,6 +130,7 @@ void InitSlow() {
   }
 }
 
+// Acquire: pairs with InitSlow()'s release store of 2.
 inline void EnsureInit() {
   if (CIDMALLOC_UNLIKELY(g_init_state.load(std::memory_order_acquire) != 2)) {
     InitSlow();
