@@ -131,7 +131,8 @@ groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
           ("random-size new+delete pairs",
            lambda n: n.startswith("BM_NewDeleteRandom")),
           ("batches", lambda n: n.startswith("BM_Batch")),
-          ("many in flight", lambda n: n.startswith("BM_ManyInFlight"))]
+          ("many in flight", lambda n: n.startswith("BM_ManyInFlight")),
+          ("huge buffers", lambda n: n.startswith("BM_HugeBuffer"))]
 
 
 def geomean(xs):

@@ -42,6 +42,13 @@
 //                      Where the count exceeds what a thread's cache keeps
 //                      of a class, the objects go through the shared lists.
 //                      1 thread.
+//   BM_HugeBuffer/<MiB>  malloc a buffer of 1, 3 or 8 MiB, write a byte in
+//                      each of its 4 KiB pages, free it: a temporary buffer
+//                      a program takes again and again.  Above 2 MiB
+//                      cidmalloc gives each a mapping of its own; what it
+//                      costs depends on whether a freed one is kept for the
+//                      next (page faults and two system calls otherwise).
+//                      1 thread.
 //
 // Reported time: Google Benchmark's CPU time per iteration (with 2 threads,
 // the CPU time of both threads over the iterations of both: the cost of one
@@ -233,6 +240,23 @@ void BM_ManyInFlight(benchmark::State& state) {
 BENCHMARK(BM_ManyInFlight)
     ->Args({16, 8000})->Args({64, 4000})->Args({256, 1000})
     ->Args({256, 4000});
+
+// ---- A large temporary buffer, again and again ------------------------------
+void BM_HugeBuffer(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  for (auto _ : state) {
+    char* p = static_cast<char*>(malloc(bytes));
+    if (p == nullptr) {
+      state.SkipWithError("malloc failed");
+      return;
+    }
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = static_cast<char>(i >> 12);
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_HugeBuffer)->Arg(1)->Arg(3)->Arg(8);
 
 // ---- Context: which allocator was measured ----------------------------------
 
