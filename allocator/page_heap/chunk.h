@@ -24,6 +24,9 @@ inline constexpr int kSpanSlotShift = 3;
 inline constexpr uint32_t kSpanSlots = kPagesPerChunk >> kSpanSlotShift;
 
 enum class ChunkKind : uint8_t { kHeap = 1, kHuge = 2 };
+// A kHuge mapping is the live block of one allocation, or freed and kept in
+// its node's cache of mappings for reuse (huge_cache.h).
+enum class HugeState : uint8_t { kLive = 0, kCached = 1 };
 
 // Bit index of block `i` of order `k` in ChunkInfo::free_bits.
 constexpr uint32_t BlockBit(int k, uint32_t i) {
@@ -39,10 +42,17 @@ struct ChunkInfo {
   ChunkKind kind;
   uint8_t node;
   // --- kHuge: the mapping's length and the requested size; changed (with
-  // base) only by ResizeHuge, i.e. by the thread that owns the allocation
-  // in realloc. ---
+  // base) only by the thread that owns the allocation: ResizeHuge in
+  // realloc, and AllocHuge when it trims a cached mapping it reuses; read
+  // by the huge cache under the node lock while the mapping is cached. ---
   size_t huge_bytes;
   size_t huge_requested;
+  // --- kHuge: written under the node lock by the cache (huge_cache.cc);
+  // huge_state is also read without it (relaxed) by HugeUsableSize, for a
+  // pointer the caller owns unless the program misuses it. ---
+  HugeState huge_state;
+  ChunkInfo* cache_newer;  // The node's cache list, newest first.
+  ChunkInfo* cache_older;
 
   // --- kHeap buddy state: guarded by the page heap lock of `node`. ---
   // Bit BlockBit(k, i) set: block i of order k (pages [i<<k, (i+1)<<k)) is

@@ -2,7 +2,9 @@
 // (more than a chunk, or aligned beyond one).
 //
 // Each is mmap'ed, rounded to whole chunks so that no other allocation
-// shares its pagemap entries, bound to its node, and unmapped when freed.
+// shares its pagemap entries, and bound to its node.  A freed one goes to
+// its node's cache of mappings for reuse, within the release threshold
+// (huge_cache.h), or is unmapped.
 // realloc resizes a mapping with mremap (ResizeHuge), moving its pages
 // instead of copying them.
 //
@@ -16,13 +18,11 @@
 // slower here (each 2 MiB fault of fresh guest memory costs the VM ~3 ms)
 // and 1.7 % larger, for no gain (docs/benchmarks/tuning_log.md).  mremap
 // keeps the advice when ResizeHuge grows or moves the mapping.
-//
-// (A cache of freed mappings for reuse was tried: no time gained on the
-// realloc_growth and fragmentation workloads, 19 MB more peak RSS.)
 #include <errno.h>
 
 #include "allocator/os/check.h"
 #include "allocator/os/os.h"
+#include "allocator/page_heap/huge_cache.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/node_heap.h"
 #include "allocator/page_heap/page_heap.h"
@@ -30,12 +30,38 @@
 
 namespace cidmalloc::page_heap {
 
-namespace {
-
 void UnmapHuge(ChunkInfo* c) {
   SetChunks(c->base, c->huge_bytes, nullptr);
   os::Unmap(reinterpret_cast<void*>(c->base), c->huge_bytes);
   DeleteChunkInfo(c);
+}
+
+namespace {
+
+// A cached mapping of at least map_bytes, aligned to map_align, made the
+// live block of a `bytes` allocation; nullptr if the node's cache has none.
+void* ReuseCached(NodeHeap* h, size_t bytes, size_t map_bytes,
+                  size_t map_align) {
+  ChunkInfo* c;
+  {
+    os::SpinLockHolder hold(&h->lock);
+    if (h->cache_bytes == 0) return nullptr;
+    c = CacheTake(h, map_bytes, map_align);
+  }
+  if (c == nullptr) return nullptr;
+  // Ours now: what it has beyond map_bytes goes back to the OS, its
+  // pagemap entries first.
+  if (c->huge_bytes > map_bytes) {
+    const size_t tail = c->huge_bytes - map_bytes;
+    SetChunks(c->base + map_bytes, tail, nullptr);
+    os::Unmap(reinterpret_cast<void*>(c->base + map_bytes), tail);
+    c->huge_bytes = map_bytes;
+    os::SpinLockHolder hold(&h->lock);
+    h->huge_bytes -= tail;
+    h->mapped_bytes -= tail;
+  }
+  c->huge_requested = bytes;
+  return reinterpret_cast<void*>(c->base);
 }
 
 }  // namespace
@@ -48,6 +74,10 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   }
   const size_t map_bytes = (bytes + kChunkSize - 1) & ~(kChunkSize - 1);
   NodeHeap* h = &g_heaps[node];
+  if (void* reused = ReuseCached(h, bytes, map_bytes, map_align)) {
+    *zeroed = false;
+    return reused;
+  }
   void* mem = os::MapAligned(map_bytes, map_align);
   if (mem == nullptr) return nullptr;
   ChunkInfo* info = NewChunkInfo();
@@ -61,6 +91,8 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   info->node = static_cast<uint8_t>(node);
   info->huge_bytes = map_bytes;
   info->huge_requested = bytes;
+  info->huge_state = HugeState::kLive;
+  info->cache_newer = info->cache_older = nullptr;
   bool bound = true;
   if (os::NumNodes() > 1) {
     bound = os::BindToNode(mem, map_bytes, node, g_config->numa_policy);
@@ -87,12 +119,17 @@ void FreeHuge(ChunkInfo* c, uintptr_t p) {
     os::FatalMisuse("free(): invalid pointer", reinterpret_cast<void*>(p));
   }
   NodeHeap* h = &g_heaps[c->node];
+  ChunkInfo* evicted;
   {
     os::SpinLockHolder hold(&h->lock);
-    h->huge_bytes -= c->huge_bytes;
-    h->mapped_bytes -= c->huge_bytes;
+    if (c->huge_state == HugeState::kCached) {
+      h->lock.Unlock();
+      os::FatalMisuse("free(): double free (the block's mapping is cached)",
+                      reinterpret_cast<void*>(p));
+    }
+    evicted = CachePut(h, c);
   }
-  UnmapHuge(c);
+  UnmapDetached(evicted);
 }
 
 void AdviseGrowing(ChunkInfo* c) {
@@ -104,6 +141,11 @@ void AdviseGrowing(ChunkInfo* c) {
 }
 
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
+  // Relaxed: a pointer the caller owns was made live before it got it; a
+  // cached mapping's (a freed pointer) gives 0, as for any invalid one.
+  if (__atomic_load_n(&c->huge_state, __ATOMIC_RELAXED) != HugeState::kLive) {
+    return 0;
+  }
   return p == c->base ? c->huge_bytes : 0;
 }
 

@@ -34,16 +34,28 @@ struct alignas(64) NodeHeap {
   ReleaseDecay decay;
   size_t bind_failures = 0;
   uint32_t next_reserve_chunks = 0;
+  // Freed mappings of their own kept for reuse (huge_cache.h): a list,
+  // newest first, and their bytes, which count as the node's free memory.
+  ChunkInfo* cache_newest = nullptr;
+  ChunkInfo* cache_oldest = nullptr;
+  size_t cache_bytes = 0;
 };
 
 extern NodeHeap g_heaps[os::kMaxNodes] CIDMALLOC_HIDDEN;
 // Set once by Init(), during initialisation; read-only afterwards.
 extern const os::Config* g_config CIDMALLOC_HIDDEN;
 
+// Committed free pages of the buddy heap, in bytes.  Under h->lock.
+size_t CommittedFreeBytes(const NodeHeap* h);
+
 // huge.cc (they take the node lock themselves).
 void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed);
 void FreeHuge(ChunkInfo* c, uintptr_t p);
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p);
+// Unmaps mappings that are no longer reachable (taken off the cache, or
+// never published): their pagemap entries, the memory, the record.  Without
+// the node lock.
+void UnmapHuge(ChunkInfo* c);
 
 }  // namespace cidmalloc::page_heap
 

@@ -6,6 +6,7 @@
 #include "allocator/os/os.h"
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
+#include "allocator/page_heap/huge_cache.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/node_heap.h"
 
@@ -16,6 +17,13 @@ const os::Config* g_config = nullptr;
 
 namespace {
 
+// Mappings taken off a node's huge cache under its lock, unmapped when this
+// goes out of scope: declared before the lock's holder, it runs after the
+// lock is let go.
+struct UnmapAtExit {
+  ChunkInfo* list = nullptr;
+  ~UnmapAtExit() { UnmapDetached(list); }
+};
 
 constexpr uint32_t kMaxReserveChunks = 32;
 // Automatic release only returns blocks of at least this order (128 KiB),
@@ -300,28 +308,35 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
   return released;
 }
 
-// Automatic release past the threshold: the committed free pages that have
-// been free for the release delay (all of them with a delay of 0) go back,
-// down to half the threshold.  A pass that cannot get down to its target
+// Automatic release past the threshold: first the cached mappings that the
+// threshold no longer leaves room for (huge_cache.h), detached for the
+// caller to unmap once the lock is let go; then the committed free pages
+// that have been free for the release delay (all of them with a delay of
+// 0) go back, down to half the threshold.  A pass that cannot get down to its target
 // (what is left is in blocks below kAutoReleaseMinOrder, which it leaves)
 // records where it stopped, and the next pass waits until half a threshold
 // more is free: without that, every free of a span would rescan every chunk
 // for nothing.  The clock is read only past the threshold.
-void MaybeRelease(NodeHeap* h) {
+[[nodiscard]] ChunkInfo* MaybeRelease(NodeHeap* h) {
+  ChunkInfo* const evicted =
+      h->cache_bytes != 0 ? CacheEvict(h, CacheLimit(h)) : nullptr;
   const size_t keep = g_config->release_threshold >> kPageShift;
   const size_t committed = CommittedFreePages(h);
-  if (committed <= keep || committed <= h->release_floor + keep / 2) return;
+  if (committed <= keep || committed <= h->release_floor + keep / 2) {
+    return evicted;
+  }
   size_t idle = committed;
   const uint32_t delay_ms = g_config->release_delay_ms;
   const uint64_t now_ms = delay_ms != 0 ? os::MonotonicMs() : 0;
   if (now_ms != 0) {  // 0: no delay, or no clock.
     idle = h->decay.Idle(now_ms, delay_ms, committed);
-    if (idle <= keep) return;
+    if (idle <= keep) return evicted;
   }
   const size_t target = committed - (idle - keep / 2);
   ReleaseLocked(h, target, kAutoReleaseMinOrder);
   const size_t after = CommittedFreePages(h);
   h->release_floor = after > target ? after : 0;
+  return evicted;
 }
 
 int OrderFor(size_t pages) {
@@ -332,6 +347,10 @@ int OrderFor(size_t pages) {
 
 }  // namespace
 
+size_t CommittedFreeBytes(const NodeHeap* h) {
+  return CommittedFreePages(h) << kPageShift;
+}
+
 void Init(const os::Config* config) { g_config = config; }
 
 uintptr_t AllocSpan(int node, int order, bool* zeroed) {
@@ -341,9 +360,10 @@ uintptr_t AllocSpan(int node, int order, bool* zeroed) {
 
 void FreeSpan(ChunkInfo* c, uintptr_t start, int order) {
   NodeHeap* h = &g_heaps[c->node];
+  UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   FreeRange(h, c, PageIndex(start), 1u << order);
-  MaybeRelease(h);
+  evicted.list = MaybeRelease(h);
 }
 
 void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
@@ -371,6 +391,7 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
 void FreeLarge(ChunkInfo* c, uintptr_t p) {
   if (c->kind == ChunkKind::kHuge) return FreeHuge(c, p);
   NodeHeap* h = &g_heaps[c->node];
+  UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   const uint32_t page = PageIndex(p);
   const uint32_t n = c->run_pages[page];
@@ -381,7 +402,7 @@ void FreeLarge(ChunkInfo* c, uintptr_t p) {
   }
   c->run_pages[page] = 0;
   FreeRange(h, c, page, n);
-  MaybeRelease(h);
+  evicted.list = MaybeRelease(h);
 }
 
 bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
@@ -392,6 +413,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
   const uint32_t page = PageIndex(p);
   const uint32_t want = static_cast<uint32_t>((bytes + kPageSize - 1) >> kPageShift);
   NodeHeap* h = &g_heaps[c->node];
+  UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   const uint32_t n = c->run_pages[page];
   if (n == 0) return false;
@@ -406,7 +428,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
   // without the node lock.
   __atomic_store_n(&c->run_pages[page], static_cast<uint16_t>(want),
                    __ATOMIC_RELEASE);
-  if (want < n) MaybeRelease(h);
+  if (want < n) evicted.list = MaybeRelease(h);
   return true;
 }
 
@@ -424,8 +446,15 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
   size_t released = 0;
   for (int node = 0; node < os::NumNodes(); ++node) {
     NodeHeap* h = &g_heaps[node];
-    os::SpinLockHolder hold(&h->lock);
-    released += ReleaseLocked(h, keep_bytes >> kPageShift, 0);
+    ChunkInfo* evicted;
+    {
+      os::SpinLockHolder hold(&h->lock);
+      released += ReleaseLocked(h, keep_bytes >> kPageShift, 0);
+      // The cached mappings keep what the buddy heap left of keep_bytes.
+      const size_t kept = CommittedFreeBytes(h);
+      evicted = CacheEvict(h, keep_bytes > kept ? keep_bytes - kept : 0);
+    }
+    released += UnmapDetached(evicted);
   }
   return released;
 }
@@ -433,8 +462,9 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
 void RunAutomaticRelease() {
   for (int node = 0; node < os::NumNodes(); ++node) {
     NodeHeap* h = &g_heaps[node];
+    UnmapAtExit evicted;
     os::SpinLockHolder hold(&h->lock);
-    MaybeRelease(h);
+    evicted.list = MaybeRelease(h);
   }
 }
 
@@ -442,7 +472,7 @@ void GetNodeStats(int node, NodeStats* out) {
   NodeHeap* h = &g_heaps[node];
   os::SpinLockHolder hold(&h->lock);
   out->mapped_bytes = h->mapped_bytes;
-  out->free_bytes = h->free_pages << kPageShift;
+  out->free_bytes = (h->free_pages << kPageShift) + h->cache_bytes;
   out->released_bytes = h->released_free_pages << kPageShift;
   out->huge_bytes = h->huge_bytes;
   out->bind_failures = h->bind_failures;
@@ -475,6 +505,7 @@ void CheckInvariants() {
     CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
     CIDMALLOC_CHECK(released == h->released_free_pages,
                     "released page count");
+    CheckCache(h, node);
   }
 }
 

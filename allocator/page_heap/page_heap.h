@@ -4,9 +4,11 @@
 // grow from 1 to 32 chunks), binds them to the node (CIDMALLOC_NUMA_POLICY)
 // and hands out power-of-two, naturally aligned blocks of 8 KiB pages with
 // a buddy allocator; a run of any length is a block with its tail given
-// back.  Allocations larger than a chunk get a mapping of their own.  Free
-// memory past CIDMALLOC_RELEASE_BYTES per node, and all of it on
-// malloc_trim, goes back to the OS with madvise.
+// back.  Allocations larger than a chunk get a mapping of their own, kept
+// for reuse once freed while the node's free memory stays within the
+// threshold below (huge_cache.h).  Free memory past CIDMALLOC_RELEASE_BYTES
+// per node, and all of it on malloc_trim, goes back to the OS with madvise
+// (munmap for cached mappings).
 //
 // Locking: one spin lock per node guards that node's buddy state, lists and
 // counters; no other lock is taken while holding it except the meta arena's
@@ -70,7 +72,8 @@ void RunAutomaticRelease();
 
 struct NodeStats {
   size_t mapped_bytes;    // Chunks reserved plus huge mappings.
-  size_t free_bytes;      // Free pages in the buddy heap.
+  size_t free_bytes;      // Free pages in the buddy heap, and the
+                          // mappings its huge cache keeps.
   size_t released_bytes;  // Of those, returned to the OS.
   size_t huge_bytes;      // Live huge mappings.
   size_t bind_failures;   // mbind calls the kernel refused.

@@ -55,15 +55,18 @@ inline int NodeOfPointer(const void* ptr) {
 // True if the block the test allocated at `ptr` (and has since passed to a
 // deallocation function) is free in the allocator's eyes: a small object
 // carries the free cookie, a large run's first page has no run length any
-// more, a huge mapping is gone from the pagemap.  Only meaningful right
-// after the deallocation, before anything could reuse the block.
+// more, a huge mapping is gone from the pagemap or sits in its node's cache.
+// Only meaningful right after the deallocation, before anything could
+// reuse the block.
 inline bool LooksFreed(void* ptr) {
   ptr = Opaque(ptr);
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   using namespace cidmalloc::page_heap;
   const ChunkInfo* c = LookupChunk(p);
   if (c == nullptr) return true;  // A huge mapping, unmapped.
-  if (c->kind == ChunkKind::kHuge) return false;
+  if (c->kind == ChunkKind::kHuge) {  // Or kept in its node's cache.
+    return c->huge_state == HugeState::kCached;
+  }
   if (cidmalloc::central::ClassOfAddress(p) != 0) {
     return static_cast<volatile uintptr_t*>(ptr)[1] ==
            cidmalloc::api::FreeMark(p, cidmalloc::api::g_state);
