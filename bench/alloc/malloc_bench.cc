@@ -42,6 +42,10 @@
 //                      Where the count exceeds what a thread's cache keeps
 //                      of a class, the objects go through the shared lists.
 //                      1 thread.
+//   BM_LargePair/<KiB>  malloc of 72, 128 or 512 KiB, a byte written at its
+//                      start, free: a buffer above the size classes (64
+//                      KiB), which cidmalloc takes from its page heap under
+//                      a lock per node.  1 and 2 threads.
 //   BM_HugeBuffer/<MiB>  malloc a buffer of 1, 3 or 8 MiB, write a byte in
 //                      each of its 4 KiB pages, free it: a temporary buffer
 //                      a program takes again and again.  Above 2 MiB
@@ -240,6 +244,23 @@ void BM_ManyInFlight(benchmark::State& state) {
 BENCHMARK(BM_ManyInFlight)
     ->Args({16, 8000})->Args({64, 4000})->Args({256, 1000})
     ->Args({256, 4000});
+
+// ---- Above the size classes ------------------------------------------------
+void BM_LargePair(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 10;
+  for (auto _ : state) {
+    char* p = static_cast<char*>(malloc(bytes));
+    if (p == nullptr) {
+      state.SkipWithError("malloc failed");
+      return;
+    }
+    p[0] = 1;
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_LargePair)->Arg(72)->Arg(128)->Arg(512)->Threads(1)->Threads(2);
 
 // ---- A large temporary buffer, again and again ------------------------------
 void BM_HugeBuffer(benchmark::State& state) {
