@@ -246,36 +246,32 @@ BENCHMARK(BM_ManyInFlight)
     ->Args({256, 4000});
 
 // ---- Above the size classes ------------------------------------------------
-void BM_LargePair(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(state.range(0)) << 10;
+// Each iteration: malloc(bytes), writes (its first byte, or a byte in each
+// 4 KiB page), free.
+enum class Touch : uint8_t { kFirstByte, kEveryPage };
+void BigPairs(benchmark::State& state, size_t bytes, Touch touch) {
+  const size_t step = touch == Touch::kEveryPage ? 4096 : bytes;
   for (auto _ : state) {
     char* p = static_cast<char*>(malloc(bytes));
     if (p == nullptr) {
       state.SkipWithError("malloc failed");
       return;
     }
-    p[0] = 1;
+    for (size_t i = 0; i < bytes; i += step) p[i] = static_cast<char>(1 + i);
     benchmark::DoNotOptimize(p);
     free(p);
   }
   SetPairsPerIter(state, 1);
 }
+
+void BM_LargePair(benchmark::State& state) {
+  BigPairs(state, static_cast<size_t>(state.range(0)) << 10, Touch::kFirstByte);
+}
 BENCHMARK(BM_LargePair)->Arg(72)->Arg(128)->Arg(512)->Threads(1)->Threads(2);
 
 // ---- A large temporary buffer, again and again ------------------------------
 void BM_HugeBuffer(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
-  for (auto _ : state) {
-    char* p = static_cast<char*>(malloc(bytes));
-    if (p == nullptr) {
-      state.SkipWithError("malloc failed");
-      return;
-    }
-    for (size_t i = 0; i < bytes; i += 4096) p[i] = static_cast<char>(i >> 12);
-    benchmark::DoNotOptimize(p);
-    free(p);
-  }
-  SetPairsPerIter(state, 1);
+  BigPairs(state, static_cast<size_t>(state.range(0)) << 20, Touch::kEveryPage);
 }
 BENCHMARK(BM_HugeBuffer)->Arg(1)->Arg(3)->Arg(8);
 
