@@ -132,6 +132,7 @@ groups = [("fixed-size pairs", lambda n: n.startswith("BM_Pair/")),
            lambda n: n.startswith("BM_NewDeleteRandom")),
           ("batches", lambda n: n.startswith("BM_Batch")),
           ("many in flight", lambda n: n.startswith("BM_ManyInFlight")),
+          ("aligned pairs", lambda n: n.startswith("BM_AlignedPair")),
           ("large pairs", lambda n: n.startswith("BM_LargePair")),
           ("huge buffers", lambda n: n.startswith("BM_HugeBuffer"))]
 

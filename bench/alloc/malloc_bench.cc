@@ -42,6 +42,8 @@
 //                      Where the count exceeds what a thread's cache keeps
 //                      of a class, the objects go through the shared lists.
 //                      1 thread.
+//   BM_AlignedPair/<align>  posix_memalign of 1000 bytes at an alignment of
+//                      4 KiB or 64 KiB, then free.  1 thread.
 //   BM_LargePair/<KiB>  malloc of 72, 128 or 512 KiB, a byte written at its
 //                      start, free: a buffer above the size classes (64
 //                      KiB), which cidmalloc takes from its page heap under
@@ -244,6 +246,22 @@ void BM_ManyInFlight(benchmark::State& state) {
 BENCHMARK(BM_ManyInFlight)
     ->Args({16, 8000})->Args({64, 4000})->Args({256, 1000})
     ->Args({256, 4000});
+
+// ---- Aligned ---------------------------------------------------------------
+void BM_AlignedPair(benchmark::State& state) {
+  const size_t align = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    void* p = nullptr;
+    if (posix_memalign(&p, align, 1000) != 0) {
+      state.SkipWithError("posix_memalign failed");
+      return;
+    }
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_AlignedPair)->Arg(4096)->Arg(65536);
 
 // ---- Above the size classes ------------------------------------------------
 // Each iteration: malloc(bytes), writes (its first byte, or a byte in each
