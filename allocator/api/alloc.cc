@@ -314,14 +314,26 @@ size_t UsableSize(const char* who, void* ptr) {
 }
 
 void* AllocAligned(size_t align, size_t size) {
+  if ((align & (align - 1)) != 0) {
+    // Not a power of two (an operator new caller's undefined behaviour;
+    // the C functions check): the next one up.
+    if (align > (SIZE_MAX >> 1)) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    align = size_t{1} << (64 - __builtin_clzll(align));
+  }
   if (align <= central::kMinAlign) return Alloc(size);
-  if (size <= central::kMaxSmallSize) {
+  if (size <= central::kMaxSmallSize && align <= central::kMaxSmallSize) {
     // A class whose size is a multiple of `align` has every object aligned
     // (spans are aligned to their power-of-two size, which is >= align
-    // whenever size is a multiple of align).
-    for (int cls = central::ClassOf(size); cls < central::kNumClasses; ++cls) {
+    // whenever size is a multiple of align); the first such class is at
+    // least max(size, align).  A mask, not `%`: a division per class
+    // walked made posix_memalign(65536, 1000) take 160 ns.
+    const size_t from = size > align ? size : align;
+    for (int cls = central::ClassOf(from); cls < central::kNumClasses; ++cls) {
       const central::SizeClassInfo& c = central::Class(cls);
-      if (c.size % align == 0 && c.span_bytes >= align) {
+      if ((c.size & (align - 1)) == 0 && c.span_bytes >= align) {
         return AllocSmall(cls);
       }
     }

@@ -141,6 +141,22 @@ TEST(OperatorNew, NewExpressionsUseTheReplacements) {
   EXPECT_NE(KindOf(strings.data()), BlockKind::kNotOurs);
 }
 
+// An alignment that is not a power of two is undefined behaviour for
+// operator new; cidmalloc rounds it up to the next power of two, as
+// memalign does, instead of handing out a block aligned to neither.
+TEST(OperatorNew, ANonPowerOfTwoAlignmentIsRoundedUp) {
+  const std::pair<size_t, size_t> cases[] = {
+      {24, 32}, {48, 64}, {3000, 4096}, {40000, 65536}, {3 * kMiB, 4 * kMiB}};
+  for (const auto& [align, effective] : cases) {
+    for (size_t size : {size_t{1}, size_t{100}, size_t{5000}, size_t{300000}}) {
+      void* p = ::operator new(size, std::align_val_t{align});
+      EXPECT_TRUE(IsAligned(p, effective)) << align << " " << size;
+      EXPECT_GE(malloc_usable_size(p), size);
+      ::operator delete(p, std::align_val_t{align});
+    }
+  }
+}
+
 TEST(OperatorNew, ImpossibleSizeThrowsOrReturnsNull) {
   for (size_t n : {SIZE_MAX, size_t{PTRDIFF_MAX} + 1, size_t{1} << 62}) {
     const volatile size_t size = n;
