@@ -58,12 +58,20 @@ int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
   }
   return -1;
 }
+// Set bits of x, inline: the baseline x86-64 target has no popcnt
+// instruction, and __builtin_popcountll became a call to libgcc's
+// __popcountdi2.
+uint32_t PopCount(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555u;
+  x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+  return static_cast<uint32_t>((x * 0x0101010101010101u) >> 56);
+}
 // Set bits in [from, from + len).
 uint32_t CountBits(const uint64_t* bits, uint32_t from, uint32_t len) {
   uint32_t count = 0, take;
   for (uint32_t b = from; b < from + len; b += take) {
-    count += static_cast<uint32_t>(
-        __builtin_popcountll(BitsAt(bits, b, from + len, &take)));
+    count += PopCount(BitsAt(bits, b, from + len, &take));
   }
   return count;
 }
