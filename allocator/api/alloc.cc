@@ -315,8 +315,9 @@ size_t UsableSize(const char* who, void* ptr) {
 
 void* AllocAligned(size_t align, size_t size) {
   if ((align & (align - 1)) != 0) {
-    // Not a power of two (an operator new caller's undefined behaviour;
-    // the C functions check): the next one up.
+    // Not a power of two: the next one up, as glibc's memalign does (and
+    // for operator new's undefined case); posix_memalign and aligned_alloc
+    // reject such alignments before they get here.
     if (align > (SIZE_MAX >> 1)) {
       errno = ENOMEM;
       return nullptr;

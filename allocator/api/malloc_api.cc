@@ -91,12 +91,7 @@ void* Memalign(size_t align, size_t size) {
     errno = EINVAL;
     return nullptr;
   }
-  if (!IsPowerOfTwo(align)) {
-    // glibc rounds the alignment up to a power of two.
-    size_t a = 1;
-    while (a < align) a <<= 1;
-    align = a;
-  }
+  // glibc rounds the alignment up to a power of two; AllocAligned does.
   return AllocAligned(align, size);
 }
 
