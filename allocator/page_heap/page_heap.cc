@@ -320,11 +320,12 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
 // threshold no longer leaves room for (huge_cache.h), detached for the
 // caller to unmap once the lock is let go; then the committed free pages
 // that have been free for the release delay (all of them with a delay of
-// 0) go back, down to half the threshold.  A pass that cannot get down to its target
-// (what is left is in blocks below kAutoReleaseMinOrder, which it leaves)
-// records where it stopped, and the next pass waits until half a threshold
-// more is free: without that, every free of a span would rescan every chunk
-// for nothing.  The clock is read only past the threshold.
+// 0) go back, down to half the threshold.  A pass that cannot get down to
+// its target (what is left is in blocks below kAutoReleaseMinOrder, which
+// it leaves) records where it stopped, and the next pass waits until half
+// a threshold more is free: without that, every free of a span would
+// rescan every chunk for nothing.  The clock is read only past the
+// threshold.
 [[nodiscard]] ChunkInfo* MaybeRelease(NodeHeap* h) {
   ChunkInfo* const evicted =
       h->cache_bytes != 0 ? CacheEvict(h, CacheLimit(h)) : nullptr;
