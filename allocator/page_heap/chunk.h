@@ -64,6 +64,9 @@ struct ChunkInfo {
   ChunkInfo* order_next[kMaxOrder + 1];
   ChunkInfo* order_prev[kMaxOrder + 1];
   uint16_t listed_orders;  // Bit k: on the node's order-k list.
+  // How many blocks of order k are free (bits set at order k): the chunk
+  // leaves the order-k list when it drops to 0, without a scan of the bits.
+  uint16_t free_blocks[kMaxOrder + 1];
 
   // --- Large allocations: written when a run is allocated (AllocLarge,
   // after the page heap lock is let go), resized (ResizeRun, under the

@@ -38,16 +38,40 @@ void SetBit(uint64_t* bits, uint32_t b) { bits[b / 64] |= uint64_t{1} << (b % 64
 void ClearBit(uint64_t* bits, uint32_t b) {
   bits[b / 64] &= ~(uint64_t{1} << (b % 64));
 }
+// How many of the bits [b, end) lie in b's 64-bit word (1-64).
+uint32_t TakeInWord(uint32_t b, uint32_t end) {
+  const uint32_t avail = 64 - b % 64;
+  return avail < end - b ? avail : end - b;
+}
+// The low `take` bits (1-64) set.
+uint64_t LowBits(uint32_t take) {
+  return take == 64 ? ~uint64_t{0} : (uint64_t{1} << take) - 1;
+}
 // The bits [b, end) of `bits` that lie in b's 64-bit word, shifted down so
 // that bit b is bit 0; *take is how many they are.  Every walk over a bit
 // range below goes a word at a time with it:
 //   for (b = from; b < end; b += take) { word = BitsAt(bits, b, end, &take); }
 uint64_t BitsAt(const uint64_t* bits, uint32_t b, uint32_t end,
                 uint32_t* take) {
-  const uint32_t avail = 64 - b % 64;
-  *take = avail < end - b ? avail : end - b;
-  const uint64_t word = bits[b / 64] >> (b % 64);
-  return *take == 64 ? word : word & ((uint64_t{1} << *take) - 1);
+  *take = TakeInWord(b, end);
+  return (bits[b / 64] >> (b % 64)) & LowBits(*take);
+}
+// Sets or clears the bits [from, from + len), a word at a time: a run's
+// pages went one bit at a time before, each read-modify-write waiting for
+// the last one's store, 74 % of AllocPages for a 72 or 512 KiB run
+// (docs/benchmarks/tuning_log.md).
+enum class BitOp : uint8_t { kSet, kClear };
+void ChangeBits(uint64_t* bits, uint32_t from, uint32_t len, BitOp op) {
+  uint32_t take;
+  for (uint32_t b = from; b < from + len; b += take) {
+    take = TakeInWord(b, from + len);
+    const uint64_t mask = LowBits(take) << (b % 64);
+    if (op == BitOp::kSet) {
+      bits[b / 64] |= mask;
+    } else {
+      bits[b / 64] &= ~mask;
+    }
+  }
 }
 // First set bit in [from, from + len), or -1.
 int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
@@ -117,13 +141,12 @@ void ListRemove(NodeHeap* h, ChunkInfo* c, int k) {
 }
 void MarkFree(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
   SetBit(c->free_bits, BlockBit(k, i));
+  ++c->free_blocks[k];
   ListInsert(h, c, k);
 }
 void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
   ClearBit(c->free_bits, BlockBit(k, i));
-  if (FindFirst(c->free_bits, BlockBit(k, 0), BlocksOfOrder(k)) < 0) {
-    ListRemove(h, c, k);
-  }
+  if (--c->free_blocks[k] == 0) ListRemove(h, c, k);
 }
 
 // ---- Growth ---------------------------------------------------------------
@@ -250,7 +273,7 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
     if (e > end) FreeRange(h, c, end, e - end);
     p = e;
   }
-  for (uint32_t p = page; p < end; ++p) ClearBit(c->released, p);
+  ChangeBits(c->released, page, n, BitOp::kClear);
   NotePagesTaken(h);
   return true;
 }
@@ -273,7 +296,7 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
   // may keep their old contents until the kernel reclaims them.
   *zeroed = CountReleased(c, page, n) == n &&
             g_config->release_method == os::ReleaseMethod::kDontNeed;
-  for (uint32_t p = page; p < page + n; ++p) ClearBit(c->released, p);
+  ChangeBits(c->released, page, n, BitOp::kClear);
   if (n < block) FreeRange(h, c, page + n, block - n);
   NotePagesTaken(h);
   *chunk_out = c;
@@ -305,7 +328,7 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
                   size_t{n} << kPageShift, g_config->release_method)) {
             continue;
           }
-          for (uint32_t q = page; q < page + n; ++q) SetBit(c->released, q);
+          ChangeBits(c->released, page, n, BitOp::kSet);
           h->released_free_pages += n - already;
           h->decay.Released(n - already);
           released += size_t{n - already} << kPageShift;
@@ -497,10 +520,10 @@ void CheckInvariants() {
            c = c->order_next[k]) {
         CIDMALLOC_CHECK(c->node == node && c->kind == ChunkKind::kHeap,
                         "chunk on the wrong node's list");
-        bool any = false;
+        uint32_t blocks = 0;
         for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
           if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
-          any = true;
+          ++blocks;
           // A free block's buddy is never also free at the same order.
           CIDMALLOC_CHECK(k == kMaxOrder ||
                               !TestBit(c->free_bits, BlockBit(k, i ^ 1)),
@@ -508,7 +531,8 @@ void CheckInvariants() {
           free_pages += 1u << k;
           released += CountReleased(c, i << k, 1u << k);
         }
-        CIDMALLOC_CHECK(any, "listed chunk without a free block");
+        CIDMALLOC_CHECK(blocks != 0, "listed chunk without a free block");
+        CIDMALLOC_CHECK(blocks == c->free_blocks[k], "free block count");
       }
     }
     CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
