@@ -510,6 +510,27 @@ void GetNodeStats(int node, NodeStats* out) {
   out->bind_failures = h->bind_failures;
 }
 
+namespace {
+
+// Only free pages are marked released: taking pages clears their bits (a
+// page handed out as released would be promised to read as zero).
+void CheckReleasedAreFree(const ChunkInfo* c) {
+  uint64_t free_pages[kPagesPerChunk / 64] = {};
+  for (int k = 0; k <= kMaxOrder; ++k) {
+    for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
+      if (TestBit(c->free_bits, BlockBit(k, i))) {
+        ChangeBits(free_pages, i << k, 1u << k, BitOp::kSet);
+      }
+    }
+  }
+  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) {
+    CIDMALLOC_CHECK((c->released[w] & ~free_pages[w]) == 0,
+                    "a page in use is marked released");
+  }
+}
+
+}  // namespace
+
 void CheckInvariants() {
   for (int node = 0; node < os::kMaxNodes; ++node) {
     NodeHeap* h = &g_heaps[node];
@@ -521,6 +542,7 @@ void CheckInvariants() {
         CIDMALLOC_CHECK(c->node == node && c->kind == ChunkKind::kHeap,
                         "chunk on the wrong node's list");
         uint32_t blocks = 0;
+        CheckReleasedAreFree(c);
         for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
           if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
           ++blocks;
