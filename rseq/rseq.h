@@ -169,6 +169,15 @@ inline const ProcessState& Process() {
   EnsureInit();
   return g_process;
 }
+// The process-wide words every critical section loads (the rseq area's
+// offset, and the ID field's next to it), for a caller that lays out the
+// memory the sections store to: front_end.cc places its slabs so that no
+// stack's top word shares its page offset with them (a load of one waits
+// for an earlier store to the other, "4K aliasing").
+inline const void* SectionStatics() { return &g_process.area_offset; }
+inline constexpr size_t kSectionStaticsBytes = 2 * sizeof(intptr_t);
+static_assert(offsetof(ProcessState, id_offset) ==
+              offsetof(ProcessState, area_offset) + sizeof(intptr_t));
 
 // The ID the calling thread's operations use right now.
 uint32_t CurrentId();

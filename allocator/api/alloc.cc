@@ -69,7 +69,7 @@ void DoInit() {
   os::LoadConfig(&g_config);
   os::InitTopology();
   page_heap::Init(&g_config);
-  front_end::Init(&g_config);
+  front_end::Init(&g_config, &g_state, sizeof(g_state));
   BackgroundInit(&g_config);
   g_counting = g_config.stats;
   StatsInit(g_config);

@@ -235,7 +235,10 @@ inline bool TryFreeSoft(uint32_t stack_offset, void* p) {
 // Before any allocation: also registers each class's stack offset as the
 // payload of its span tags (central::SetTagPayloads), so that free() finds
 // the stack from the tag: the offset of class c is TagPayload(tag).
-void Init(const os::Config* config);
+// `caller_statics` (`bytes` long) is what the caller's fast paths load on
+// every operation besides the front end's own (the API layer's g_state):
+// slabs are placed around it (front_end.cc, "Slab placement").
+void Init(const os::Config* config, const void* caller_statics, size_t bytes);
 
 // Slow paths.  AllocSlow refills the current ID's cache from the central
 // list (the caller already tried the cache); it returns nullptr with errno

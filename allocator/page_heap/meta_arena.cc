@@ -19,9 +19,16 @@ ChunkInfo* g_free_infos = nullptr;  // Linked through ChunkInfo::base.
 
 constexpr size_t kArenaBlock = size_t{2} << 20;
 
-void* AllocLocked(size_t bytes, size_t align) {
-  uintptr_t p = (reinterpret_cast<uintptr_t>(g_cursor) + align - 1) &
-                ~(uintptr_t{align} - 1);
+// The first address at or after `at` that is `phase` past a multiple of
+// `align`.
+uintptr_t Place(const char* at, size_t align, size_t phase) {
+  return ((reinterpret_cast<uintptr_t>(at) + align - 1 - phase) &
+          ~(uintptr_t{align} - 1)) +
+         phase;
+}
+
+void* AllocLocked(size_t bytes, size_t align, size_t phase = 0) {
+  uintptr_t p = Place(g_cursor, align, phase);
   if (g_cursor == nullptr || p + bytes > reinterpret_cast<uintptr_t>(g_end)) {
     const size_t block =
         bytes + align > kArenaBlock ? (bytes + align + 4095) & ~size_t{4095}
@@ -31,8 +38,7 @@ void* AllocLocked(size_t bytes, size_t align) {
     g_mapped += block;
     g_cursor = fresh;
     g_end = fresh + block;
-    p = (reinterpret_cast<uintptr_t>(g_cursor) + align - 1) &
-        ~(uintptr_t{align} - 1);
+    p = Place(g_cursor, align, phase);
   }
   g_cursor = reinterpret_cast<char*>(p + bytes);
   return reinterpret_cast<void*>(p);  // Fresh mmap memory is zero.
@@ -40,9 +46,9 @@ void* AllocLocked(size_t bytes, size_t align) {
 
 }  // namespace
 
-void* MetaAlloc(size_t bytes, size_t align) {
+void* MetaAlloc(size_t bytes, size_t align, size_t phase) {
   os::SpinLockHolder h(&g_lock);
-  return AllocLocked(bytes, align);
+  return AllocLocked(bytes, align, phase);
 }
 
 ChunkInfo* NewChunkInfo() {

@@ -13,8 +13,9 @@
 
 namespace cidmalloc::page_heap {
 
-// Zeroed memory, aligned to `align` (<= 4096).  nullptr with ENOMEM.
-void* MetaAlloc(size_t bytes, size_t align);
+// Zeroed memory at `phase` bytes past a multiple of `align` (a power of
+// two, <= 4096; phase < align).  nullptr with ENOMEM.
+void* MetaAlloc(size_t bytes, size_t align, size_t phase = 0);
 ChunkInfo* NewChunkInfo();             // Zeroed.
 void DeleteChunkInfo(ChunkInfo* info);  // Back to the free list.
 size_t MetaBytesMapped();

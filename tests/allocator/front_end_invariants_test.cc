@@ -2,7 +2,7 @@
 // in a process that runs on cidmalloc.  It holds after threads allocate and
 // free across each other, and it aborts on a stack whose links a use after
 // free has overwritten.  Also the fast paths' size table against the
-// classes, and the slab layout's inverse.
+// classes, the slab layout's inverse, and where slabs are placed.
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -10,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/api/alloc.h"
 #include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
 #include "allocator/front_end/front_end.h"
 #include "gtest/gtest.h"
+#include "rseq/rseq.h"
 
 namespace {
 
@@ -87,6 +89,52 @@ TEST(FrontEndInvariants, HoldAfterThreadsAllocateAndFreeAcrossEachOther) {
   EXPECT_GT(stats.cached_bytes, 0u) << "nothing cached: the check is vacuous";
   fe::CheckInvariants();  // Aborts on a broken stack.
   ::cidmalloc::central::CheckInvariants();
+}
+
+// Slab placement (front_end.cc): no class stack (nor the remote stack) of
+// any slab shares its page offset with the statics the fast paths load on
+// every operation: the rseq area's offset and ID field's offset, the API
+// layer's g_state, and the slab's own g_slabs entry.
+TEST(FrontEndLayout, NoStackSharesAPageOffsetWithTheFastPathsStatics) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 1000; ++i) free(malloc(16 + i % 1000));
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t stacks_begin = fe::kHeaderBytes;
+  const uintptr_t stacks_end =
+      fe::kLayout.remote_offset + sizeof(::cidmalloc::rseq::Stack);
+  const auto shares = [&](uintptr_t slab, uintptr_t at, size_t bytes) {
+    for (uintptr_t b = at; b < at + bytes; ++b) {
+      for (uintptr_t s = slab + stacks_begin; s < slab + stacks_end; ++s) {
+        if (b % kPage == s % kPage) return true;
+      }
+    }
+    return false;
+  };
+  int slabs = 0;
+  for (uint32_t id = 0; id < fe::kMaxIds; ++id) {
+    const uintptr_t slab = reinterpret_cast<uintptr_t>(
+        __atomic_load_n(&fe::g_slabs[id], __ATOMIC_ACQUIRE));
+    if (slab == 0) continue;
+    ++slabs;
+    EXPECT_FALSE(shares(slab,
+                        reinterpret_cast<uintptr_t>(
+                            ::cidmalloc::rseq::SectionStatics()),
+                        ::cidmalloc::rseq::kSectionStaticsBytes))
+        << "slab of ID " << id;
+    EXPECT_FALSE(shares(slab,
+                        reinterpret_cast<uintptr_t>(&::cidmalloc::api::g_state),
+                        sizeof(uintptr_t)))
+        << "slab of ID " << id;
+    EXPECT_FALSE(shares(slab, reinterpret_cast<uintptr_t>(&fe::g_slabs[id]),
+                        sizeof(void*)))
+        << "slab of ID " << id;
+  }
+  EXPECT_GT(slabs, 0);
 }
 
 TEST(FrontEndInvariantsDeathTest, AbortOnALinkOverwrittenAfterFree) {
