@@ -171,9 +171,9 @@ inline const ProcessState& Process() {
 }
 // The process-wide words every critical section loads (the rseq area's
 // offset, and the ID field's next to it), for a caller that lays out the
-// memory the sections store to: front_end.cc places its slabs so that no
-// stack's top word shares its page offset with them (a load of one waits
-// for an earlier store to the other, "4K aliasing").
+// memory the sections store to, so that none of it shares a page offset
+// (address bits 0-11) with them: a load that follows a store to an
+// address with the same page offset waits for the store ("4K aliasing").
 inline const void* SectionStatics() { return &g_process.area_offset; }
 inline constexpr size_t kSectionStaticsBytes = 2 * sizeof(intptr_t);
 static_assert(offsetof(ProcessState, id_offset) ==
