@@ -542,7 +542,10 @@ void CheckInvariants() {
         CIDMALLOC_CHECK(c->node == node && c->kind == ChunkKind::kHeap,
                         "chunk on the wrong node's list");
         uint32_t blocks = 0;
-        CheckReleasedAreFree(c);
+        // Once per chunk: at the lowest order whose list it is on.
+        if ((c->listed_orders & ((1u << k) - 1)) == 0) {
+          CheckReleasedAreFree(c);
+        }
         for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
           if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
           ++blocks;
