@@ -48,12 +48,14 @@ void DrainUnpublished(void* slab, Drain kind) {
     while (const uint32_t n = s->PopHeldUpTo(buf, 256)) {
       central::InsertBatch(c, buf, n, via);
     }
-    const uint32_t batch = Class(c).batch;
-    if (kind == Drain::kIdle && s->capacity > batch) {
-      shrunk += int64_t{s->capacity - batch} * Class(c).size;
+    const uint32_t batch = Class(c).batch, sparse = SparseBatch(c);
+    if (kind == Drain::kIdle && s->capacity > sparse) {
+      if (s->capacity > batch) {
+        shrunk += int64_t{s->capacity - batch} * Class(c).size;
+      }
       // Relaxed: no critical section runs on the slab until the release
       // store that publishes it again.
-      __atomic_store_n(&s->capacity, static_cast<uint16_t>(batch),
+      __atomic_store_n(&s->capacity, static_cast<uint16_t>(sparse),
                        __ATOMIC_RELAXED);
     }
   }

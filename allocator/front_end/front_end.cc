@@ -180,13 +180,15 @@ uint64_t TouchedBytes(void* slab) {
 
 // How far TryGrow may grow a class.
 enum class Growth : uint8_t {
-  kAny,             // to its first batch, or by a batch beyond it;
-  kFirstBatchOnly,  // to its first batch only.
+  kAny,         // to a batch, or by a batch beyond it (dense misses);
+  kBatchOnly,   // to a batch only (dense full stacks of a class not
+                // refilled since the last one: frees alone);
+  kSparseOnly,  // to SparseBatch only (sparse misses).
 };
 
-// Grows the current ID's capacity for `cls`: to its first batch, free of
-// budget, if it has less (a class's first miss); otherwise, where `growth`
-// allows, by a batch if CIDMALLOC_CACHE_BYTES allows.  Returns true if it
+// Grows the current ID's capacity for `cls`: to SparseBatch, or with
+// kAny to a batch, free of budget, if it has less; beyond a batch, with
+// kAny, by a batch if CIDMALLOC_CACHE_BYTES allows.  Returns true if it
 // grew.
 bool TryGrow(void* slab, int cls, Growth growth) {
   const central::SizeClassInfo& c = Class(cls);
@@ -194,15 +196,17 @@ bool TryGrow(void* slab, int cls, Growth growth) {
   const uint32_t before = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
   if (before >= c.max_capacity) return false;
   SlabHeader* hdr = HeaderOf(slab);
-  if (before < c.batch) {
+  const uint32_t start =
+      growth == Growth::kSparseOnly ? SparseBatch(cls) : c.batch;
+  if (before < start) {
     hdr->used_classes[cls / 64].fetch_or(uint64_t{1} << (cls % 64),
                                          std::memory_order_relaxed);
     const int64_t first = rseq::AdjustCapacity(
-        g_slabs, kLayout.offset[cls], static_cast<int32_t>(c.batch - before),
+        g_slabs, kLayout.offset[cls], static_cast<int32_t>(start - before),
         c.max_capacity);
     return first > static_cast<int64_t>(before);
   }
-  if (growth == Growth::kFirstBatchOnly) return false;
+  if (growth != Growth::kAny) return false;
   const int64_t grant = int64_t{c.batch} * c.size;
   // A hint that races can push below 0 (a shrink whose capacity was read
   // before an idle drain): reset to 0, so that the budget still bounds it.
@@ -266,17 +270,38 @@ void FlushCurrent() {
   InsertMixed(buf, n);
 }
 
+// Whether a class's misses on a slab are dense (front_end.h, "Capacity").
+enum class Demand : uint8_t { kSparse, kDense };
+
 // A miss of class `cls` on `slab` (an empty stack on malloc, a full one
-// on free), for both kinds of sweep.  Hints: a load and a store each, no
-// read-modify-write, as a count lost to a race only delays a shrink; they
-// saturate rather than wrap to 0.
-void NoteMiss(SlabHeader* hdr, int cls) {
-  const auto bump = [](std::atomic<uint16_t>& m) {
-    const uint16_t v = m.load(std::memory_order_relaxed);
-    if (v != UINT16_MAX) m.store(v + 1, std::memory_order_relaxed);
+// on free), for both kinds of sweep and for growth.  Hints: a load and a
+// store each, no read-modify-write, as a count lost to a race only delays
+// a shrink and a stamp or streak lost to one at most a batch of growth;
+// the counts saturate rather than wrap to 0.  Intervals are taken mod
+// 2^16 units: misses a multiple of the wrap (0.3-1 s) apart look close,
+// which takes three such coincidences in a row to matter.
+Demand NoteMiss(SlabHeader* hdr, int cls) {
+  const auto bump = [](std::atomic<uint8_t>& m) {
+    const uint8_t v = m.load(std::memory_order_relaxed);
+    if (v != UINT8_MAX) m.store(v + 1, std::memory_order_relaxed);
   };
-  bump(hdr->misses[cls]);
   bump(hdr->period_misses[cls]);
+  const auto now =
+      static_cast<uint16_t>(os::CycleCount() >> kMissStampShift);
+  const uint16_t last = hdr->last_miss[cls].load(std::memory_order_relaxed);
+  hdr->last_miss[cls].store(now, std::memory_order_relaxed);
+  if (static_cast<uint16_t>(now - last) >= kGrowWindow) {
+    hdr->dense_streak[cls].store(0, std::memory_order_relaxed);
+    return Demand::kSparse;
+  }
+  const uint8_t streak =
+      hdr->dense_streak[cls].load(std::memory_order_relaxed);
+  if (streak < kDenseStreak) {
+    hdr->dense_streak[cls].store(streak + 1, std::memory_order_relaxed);
+    return Demand::kSparse;
+  }
+  bump(hdr->dense_misses[cls]);
+  return Demand::kDense;
 }
 
 // Shrinks the current ID's capacity for `cls` from `cap` to `to` and
@@ -299,9 +324,9 @@ void ShrinkClass(SlabHeader* hdr, int cls, uint32_t cap, uint32_t to,
 
 // The two sweeps of the current ID's slab.
 enum class Sweep : uint8_t {
-  kEvents,  // Every kSweepEvents slow-path events: classes that did not
-            // miss since the last such sweep lose a batch of capacity,
-            // down to one batch.
+  kEvents,  // Every kSweepEvents slow-path events: classes that had no
+            // dense miss since the last such sweep lose a batch of
+            // capacity, down to SparseBatch.
   kPeriod,  // At most once per CIDMALLOC_CACHE_IDLE_MS: classes that did
             // not miss for a whole period are emptied (capacity 0), so
             // that a busy ID does not keep the objects of classes it
@@ -311,14 +336,15 @@ enum class Sweep : uint8_t {
 void SweepSlab(void* slab, Sweep kind) {
   SlabHeader* hdr = HeaderOf(slab);
   for (int c = 1; c < kNumClasses; ++c) {
-    std::atomic<uint16_t>& missed =
-        kind == Sweep::kEvents ? hdr->misses[c] : hdr->period_misses[c];
+    std::atomic<uint8_t>& missed =
+        kind == Sweep::kEvents ? hdr->dense_misses[c] : hdr->period_misses[c];
     if (missed.exchange(0, std::memory_order_relaxed) != 0) continue;
     const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
     const uint32_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
-    const uint32_t batch = Class(c).batch;
-    if (kind == Sweep::kEvents && cap > batch) {
-      ShrinkClass(hdr, c, cap, cap - batch, central::Via::kTransferCache);
+    const uint32_t batch = Class(c).batch, sparse = SparseBatch(c);
+    if (kind == Sweep::kEvents && cap > sparse) {
+      ShrinkClass(hdr, c, cap, cap > batch ? cap - batch : sparse,
+                  central::Via::kTransferCache);
     } else if (kind == Sweep::kPeriod && cap != 0) {
       ShrinkClass(hdr, c, cap, 0, central::Via::kSpans);
     }
@@ -416,11 +442,13 @@ void* AllocSlow(int cls) {
       hdr->node.store(node, std::memory_order_relaxed);
     }
   }
-  NoteMiss(hdr, cls);
-  TryGrow(slab, cls, Growth::kAny);
+  const Demand demand = NoteMiss(hdr, cls);
+  TryGrow(slab, cls,
+          demand == Demand::kDense ? Growth::kAny : Growth::kSparseOnly);
   NoteRefill(hdr, cls);
   void* buf[central::kMaxBatch];
-  const uint32_t n = central::RemoveBatch(node, cls, buf, c.batch);
+  const uint32_t n = central::RemoveBatch(
+      node, cls, buf, demand == Demand::kDense ? c.batch : SparseBatch(cls));
   if (n == 0) return nullptr;  // errno is ENOMEM.
   // buf[0] is returned; the rest go on the stack last first, so that the
   // pops that follow hand them out in buf's order.  A fresh span's objects
@@ -447,13 +475,17 @@ void FreeSlow(int cls, void* p, int node) {
     void* slab = CurrentSlab();
     if (slab == nullptr) break;
     SlabHeader* hdr = HeaderOf(slab);
-    NoteMiss(hdr, cls);
+    const Demand demand = NoteMiss(hdr, cls);
     MaybeSweep(slab);
     // Beyond its first batch, only a class that was also refilled since
-    // its last full stack grows (see "Capacity" in front_end.h).
-    if (TryGrow(slab, cls,
-                TakeRefill(hdr, cls) ? Growth::kAny
-                                     : Growth::kFirstBatchOnly)) {
+    // its last full stack grows, and only when it misses often (see
+    // "Capacity" in front_end.h).  The refill is taken either way: this
+    // full stack answers it.
+    const bool refilled = TakeRefill(hdr, cls);
+    const Growth growth = demand == Demand::kSparse ? Growth::kSparseOnly
+                          : refilled                ? Growth::kAny
+                                                    : Growth::kBatchOnly;
+    if (TryGrow(slab, cls, growth)) {
       continue;
     }
     // Full: send a batch home, then retry.

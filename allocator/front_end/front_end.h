@@ -18,17 +18,30 @@
 //   remote_offset                rseq::Stack of remote objects
 // A stack is 16 bytes: the cached objects hold its links (rseq/rseq.h).
 //
-// Capacity: a class starts at 0 (its stack never written), gets one
-// batch on its first miss, and grows by a batch on each further miss (up to
-// its max_capacity) while the capacity the slab was granted beyond
-// those initial batches stays within CIDMALLOC_CACHE_BYTES.  A full stack
-// on free grows it only if the class was also refilled since the last one:
-// an ID that only frees a class (a consumer of objects another thread
+// Capacity: a class starts at 0 (its stack never written).  What a miss
+// (an empty stack on malloc, a full one on free) does depends on how soon
+// it follows the class's last miss on the slab: misses are dense when
+// three in a row come within kGrowWindow of the one before (0.5-2 ms: a
+// class that misses more than ~1000 times a second), sparse otherwise.
+//   - A sparse miss grants the class a quarter batch (SparseBatch, at
+//     least 2) if it has less, and a refill takes that many objects.
+//   - A dense miss grants a batch if it has less, free of budget, and
+//     beyond that a batch more, up to the class's max_capacity, while the
+//     capacity the slab was granted beyond the classes' first batches stays
+//     within CIDMALLOC_CACHE_BYTES; a refill takes a batch.
+// A class missed now and then costs its ID a central-list transfer of a
+// few objects each time, which a larger stack would save little of, where
+// a batch (16 KiB of objects) in every ID that ever used it made the
+// caches of a request/reply program whose two threads use 45 classes 1.4
+// MiB (docs/benchmarks/tuning_log.md).  A full stack on free grows beyond
+// a batch only if the class was also refilled since the last one: an ID
+// that only frees a class (a consumer of objects another thread
 // allocates) would otherwise fill its budget with objects it never reuses,
 // so it sends them home a batch at a time instead (tcmalloc's thread
-// caches do the same: frees alone never grow a list past a batch); every
-// kSweepEvents slow-path events, classes that did not miss shrink by a
-// batch and give the excess back.
+// caches do the same: frees alone never grow a list past a batch).  Every
+// kSweepEvents slow-path events, classes that had no dense miss since the
+// last such sweep shrink by a batch, down to SparseBatch, and give the
+// excess back.
 //
 // Every CIDMALLOC_CACHE_IDLE_MS (at a slow path of the slab), classes
 // that did not miss for the whole period are emptied and their capacity
@@ -42,7 +55,7 @@
 // background thread, where CIDMALLOC_BACKGROUND_THREAD=on) scans the
 // slabs; one with no slow-path event and no change of its stacks' tops
 // since the previous scan is drained like malloc_trim's (below) and its
-// classes shrink back to one batch.
+// classes shrink back to a quarter batch (SparseBatch).
 // The objects of both go straight to their spans, not to the transfer
 // caches.
 //
@@ -68,6 +81,17 @@ inline constexpr uint32_t kMaxIds = rseq::kMaxRseqIds + rseq::kMaxSoftIds;
 inline constexpr uint32_t kRemoteCapacity = 64;
 inline constexpr uint32_t kHeaderBytes = 512;
 inline constexpr uint32_t kSweepEvents = 1024;
+// SlabHeader::last_miss counts units of 2^kMissStampShift cycles (4-16 us
+// at 1-4 GHz; it wraps after 0.3-1 s).  A miss is dense when it and the
+// kDenseStreak misses of the class before it each came less than
+// kGrowWindow units (0.5-2 ms) after the one before.  A shorter window
+// (or one such interval instead of three) let a request/reply program's
+// two threads, whose classes miss every 3-40 ms, grow their caches on
+// chance coincidences; a longer one (2 ms at this machine's 2.6 GHz) did
+// too (docs/benchmarks/tuning_log.md).
+inline constexpr int kMissStampShift = 14;
+inline constexpr uint16_t kGrowWindow = 128;
+inline constexpr uint8_t kDenseStreak = 2;
 
 struct SlabLayout {
   uint32_t offset[central::kNumClasses];
@@ -155,10 +179,18 @@ struct SlabHeader {
   // kSweepEvents of them, and a slab whose count did not move between two
   // idle scans is idle (CIDMALLOC_CACHE_IDLE_MS).
   std::atomic<uint32_t> events;
-  // Misses per class since the last sweep of each kind (front_end.cc,
-  // Sweep), and when the next period sweep is due (os::MonotonicMs).
-  std::atomic<uint16_t> misses[central::kNumClasses];
-  std::atomic<uint16_t> period_misses[central::kNumClasses];
+  // Dense misses per class since the last events sweep, all misses since
+  // the last period sweep (front_end.cc, Sweep; saturating: only whether
+  // they are 0 counts), and when the next period sweep is due
+  // (os::MonotonicMs).
+  std::atomic<uint8_t> dense_misses[central::kNumClasses];
+  std::atomic<uint8_t> period_misses[central::kNumClasses];
+  // When each class last missed, in units of 2^kMissStampShift cycles of
+  // os::CycleCount, mod 2^16, and how many of its misses in a row (at most
+  // kDenseStreak) followed the one before within kGrowWindow (front_end.cc,
+  // NoteMiss): whether its misses are dense (see "Capacity" above).
+  std::atomic<uint16_t> last_miss[central::kNumClasses];
+  std::atomic<uint8_t> dense_streak[central::kNumClasses];
   std::atomic<uint64_t> next_period_sweep_ms;
   // Classes ever granted a capacity (bit c of word c / 64): their stacks
   // have been written (Stats::slab_bytes).

@@ -29,6 +29,13 @@ extern os::SpinLock g_lock;
 extern void* g_store[kMaxIds];
 extern uint64_t g_idle_drains;
 
+// A class's capacity and refill while its misses are sparse (front_end.h,
+// "Capacity"): a quarter batch, at least 2 objects.
+inline uint32_t SparseBatch(int cls) {
+  const uint32_t b = central::Class(cls).batch / 4;
+  return b < 2 ? 2 : b;
+}
+
 inline rseq::Stack* StackOf(void* slab, uint32_t offset) {
   return reinterpret_cast<rseq::Stack*>(static_cast<char*>(slab) + offset);
 }

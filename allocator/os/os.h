@@ -51,6 +51,12 @@ int NodeOfAddress(const void* p);
 // 0 if the clock cannot be read.
 uint64_t MonotonicMs();
 
+// The time-stamp counter (rdtsc): a clock for rate hints on slow paths,
+// with no system call and no vDSO.  It counts at the TSC's rate, which is
+// not known here (1-4 GHz on x86-64 machines), so callers only compare
+// differences with windows that may be off by that factor.
+inline uint64_t CycleCount() { return __builtin_ia32_rdtsc(); }
+
 }  // namespace cidmalloc::os
 
 #endif  // CIDMALLOC_ALLOCATOR_OS_OS_H_
