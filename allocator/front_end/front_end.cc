@@ -343,7 +343,9 @@ void SweepSlab(void* slab, Sweep kind) {
     const uint32_t cap = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
     const uint32_t batch = Class(c).batch, sparse = SparseBatch(c);
     if (kind == Sweep::kEvents && cap > sparse) {
-      ShrinkClass(hdr, c, cap, cap > batch ? cap - batch : sparse,
+      // A batch less, but never below SparseBatch: a capacity clamped at
+      // max_capacity is not a multiple of the batch.
+      ShrinkClass(hdr, c, cap, cap >= batch + sparse ? cap - batch : sparse,
                   central::Via::kTransferCache);
     } else if (kind == Sweep::kPeriod && cap != 0) {
       ShrinkClass(hdr, c, cap, 0, central::Via::kSpans);
