@@ -31,9 +31,9 @@
 //     within CIDMALLOC_CACHE_BYTES; a refill takes a batch.
 // A class missed now and then costs its ID a central-list transfer of a
 // few objects each time, which a larger stack would save little of, where
-// a batch (16 KiB of objects) in every ID that ever used it made the
-// caches of a request/reply program whose two threads use 45 classes 1.4
-// MiB (docs/benchmarks/tuning_log.md).  A full stack on free grows beyond
+// a batch (16 KiB of objects) in every ID that ever used it let the
+// caches of a request/reply program whose two threads use 45 classes hold
+// up to 1.4 MiB (1.0 MiB at its exit; docs/benchmarks/tuning_log.md).  A full stack on free grows beyond
 // a batch only if the class was also refilled since the last one: an ID
 // that only frees a class (a consumer of objects another thread
 // allocates) would otherwise fill its budget with objects it never reuses,
@@ -84,11 +84,11 @@ inline constexpr uint32_t kSweepEvents = 1024;
 // SlabHeader::last_miss counts units of 2^kMissStampShift cycles (4-16 us
 // at 1-4 GHz; it wraps after 0.3-1 s).  A miss is dense when it and the
 // kDenseStreak misses of the class before it each came less than
-// kGrowWindow units (0.5-2 ms) after the one before.  A shorter window
-// (or one such interval instead of three) let a request/reply program's
-// two threads, whose classes miss every 3-40 ms, grow their caches on
-// chance coincidences; a longer one (2 ms at this machine's 2.6 GHz) did
-// too (docs/benchmarks/tuning_log.md).
+// kGrowWindow units (0.5-2 ms) after the one before.  One such interval
+// instead of three let a request/reply program's two threads, whose
+// classes miss every 3-40 ms, grow their caches on chance coincidences;
+// longer windows (1.6 and 3.2 ms at this machine's 2.6 GHz) kept most of
+// that growth (docs/benchmarks/tuning_log.md).
 inline constexpr int kMissStampShift = 14;
 inline constexpr uint16_t kGrowWindow = 128;
 inline constexpr uint8_t kDenseStreak = 2;
