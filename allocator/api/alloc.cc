@@ -20,6 +20,7 @@
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/page_heap.h"
 #include "rseq/raw_io.h"
+#include "rseq/rseq.h"
 
 namespace cidmalloc::api {
 
@@ -202,7 +203,11 @@ void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
     return nullptr;
   }
   bool zeroed = false;
-  void* p = page_heap::AllocLarge(os::CurrentNode(), size, align, &zeroed);
+  // The arena: the thread's ID (cid, cpu or soft ID), which the page heap
+  // takes modulo its arenas per node.
+  void* p = page_heap::AllocLarge(os::CurrentNode(),
+                                  static_cast<int>(rseq::CurrentId()), size,
+                                  align, &zeroed);
   if (p == nullptr) {
     errno = ENOMEM;
     return nullptr;

@@ -23,6 +23,18 @@ inline constexpr int kMaxOrder = kChunkShift - kPageShift;  // 8: a chunk
 inline constexpr int kSpanSlotShift = 3;
 inline constexpr uint32_t kSpanSlots = kPagesPerChunk >> kSpanSlotShift;
 
+// Each node's pages come from kArenasPerNode heaps, each with its own
+// chunks and lock.  Mappings of their own belong to arena 0; small-object
+// spans are taken for arena 0 and page runs (AllocLarge up to a chunk) for
+// the arena of the calling thread's ID (api layer: ID % kArenasPerNode, so
+// that with compact cids the first four threads each have one), as glibc
+// gives each thread an arena: two threads that take 64 KiB-2 MiB blocks at
+// once no longer meet on one lock and on one chunk's metadata.  An arena
+// out of free blocks takes them from another whose lock is free
+// (page_heap.cc, AllocFromArenas).  A block goes back to the heap it came
+// from (ChunkInfo::arena), whichever thread frees it.
+inline constexpr int kArenasPerNode = 4;
+
 enum class ChunkKind : uint8_t { kHeap = 1, kHuge = 2 };
 // A kHuge mapping is the live block of one allocation, or freed and kept in
 // its node's cache of mappings for reuse (huge_cache.h).
@@ -36,25 +48,27 @@ constexpr uint32_t BlockBit(int k, uint32_t i) {
 struct ChunkInfo {
   // --- Set before SetChunks publishes the record in the pagemap (its
   // release stores pair with LookupChunk's acquire loads), by AllocHuge and
-  // by Grow (under the node lock), then immutable (a kHuge base: see
+  // by Grow (under the heap lock), then immutable (a kHuge base: see
   // huge_bytes). ---
   uintptr_t base;     // Chunk start (kHeap) or mapping start (kHuge).
   ChunkKind kind;
   uint8_t node;
+  uint8_t arena;  // Of the node's heaps (node_heap.h); 0 for kHuge.
   // --- kHuge: the mapping's length and the requested size; changed (with
   // base) only by the thread that owns the allocation: ResizeHuge in
   // realloc, and AllocHuge when it trims a cached mapping it reuses; read
-  // by the huge cache under the node lock while the mapping is cached. ---
+  // by the huge cache under the heap lock while the mapping is cached. ---
   size_t huge_bytes;
   size_t huge_requested;
-  // --- kHuge: written under the node lock by the cache (huge_cache.cc);
+  // --- kHuge: written under the heap lock by the cache (huge_cache.cc);
   // huge_state is also read without it (relaxed) by HugeUsableSize, for a
   // pointer the caller owns unless the program misuses it. ---
   HugeState huge_state;
   ChunkInfo* cache_newer;  // The node's cache list, newest first.
   ChunkInfo* cache_older;
 
-  // --- kHeap buddy state: guarded by the page heap lock of `node`. ---
+  // --- kHeap buddy state: guarded by the lock of the heap (`node`,
+  // `arena`). ---
   // Bit BlockBit(k, i) set: block i of order k (pages [i<<k, (i+1)<<k)) is
   // free and not part of a larger free block.
   uint64_t free_bits[(2 * kPagesPerChunk) / 64];

@@ -73,7 +73,7 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
     return nullptr;
   }
   const size_t map_bytes = (bytes + kChunkSize - 1) & ~(kChunkSize - 1);
-  NodeHeap* h = &g_heaps[node];
+  NodeHeap* h = &g_heaps[node][0];
   if (void* reused = ReuseCached(h, bytes, map_bytes, map_align)) {
     *zeroed = false;
     return reused;
@@ -89,6 +89,7 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   info->base = reinterpret_cast<uintptr_t>(mem);
   info->kind = ChunkKind::kHuge;
   info->node = static_cast<uint8_t>(node);
+  info->arena = 0;
   info->huge_bytes = map_bytes;
   info->huge_requested = bytes;
   info->huge_state = HugeState::kLive;
@@ -118,7 +119,7 @@ void FreeHuge(ChunkInfo* c, uintptr_t p) {
   if (p != c->base) {
     os::FatalMisuse("free(): invalid pointer", reinterpret_cast<void*>(p));
   }
-  NodeHeap* h = &g_heaps[c->node];
+  NodeHeap* h = HeapOf(c);
   ChunkInfo* evicted;
   {
     os::SpinLockHolder hold(&h->lock);
@@ -203,7 +204,7 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
     os::BindToNode(reinterpret_cast<void*>(base), new_bytes, c->node,
                    g_config->numa_policy);
   }
-  NodeHeap* h = &g_heaps[c->node];
+  NodeHeap* h = HeapOf(c);
   {
     os::SpinLockHolder hold(&h->lock);
     h->huge_bytes += new_bytes - old_bytes;  // Modular: shrinking works too.

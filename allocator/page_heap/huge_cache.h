@@ -19,7 +19,7 @@
 // mapping's pages are all in use until it is freed, so there is no idle
 // time to wait for).  malloc_trim unmaps them all.
 //
-// Locking: every function here runs under the node's lock; the mappings
+// Locking: every function here runs under the lock of the node's arena-0 heap; the mappings
 // they take off the cache are handed back to the caller as a list (through
 // cache_older) to unmap after letting go of the lock (UnmapDetached).
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_HUGE_CACHE_H_
@@ -51,7 +51,7 @@ ChunkInfo* CacheEvict(NodeHeap* h, size_t keep);
 size_t CacheLimit(const NodeHeap* h);
 
 // Unmaps every mapping of a detached list; returns their bytes.  Without
-// the node lock.
+// the heap lock.
 size_t UnmapDetached(ChunkInfo* list);
 
 // Checks the cache's list and byte count (page_heap::CheckInvariants).

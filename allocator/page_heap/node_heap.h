@@ -41,20 +41,23 @@ struct alignas(64) NodeHeap {
   size_t cache_bytes = 0;
 };
 
-extern NodeHeap g_heaps[os::kMaxNodes] CIDMALLOC_HIDDEN;
+extern NodeHeap g_heaps[os::kMaxNodes][kArenasPerNode] CIDMALLOC_HIDDEN;
+inline NodeHeap* HeapOf(const ChunkInfo* c) {
+  return &g_heaps[c->node][c->arena];
+}
 // Set once by Init(), during initialisation; read-only afterwards.
 extern const os::Config* g_config CIDMALLOC_HIDDEN;
 
 // Committed free pages of the buddy heap, in bytes.  Under h->lock.
 size_t CommittedFreeBytes(const NodeHeap* h);
 
-// huge.cc (they take the node lock themselves).
+// huge.cc (they take the heap lock themselves).
 void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed);
 void FreeHuge(ChunkInfo* c, uintptr_t p);
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p);
 // Unmaps mappings that are no longer reachable (taken off the cache, or
 // never published): their pagemap entries, the memory, the record.  Without
-// the node lock.
+// the heap lock.
 void UnmapHuge(ChunkInfo* c);
 
 }  // namespace cidmalloc::page_heap

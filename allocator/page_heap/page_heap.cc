@@ -13,7 +13,7 @@
 
 namespace cidmalloc::page_heap {
 
-constinit NodeHeap g_heaps[os::kMaxNodes];
+constinit NodeHeap g_heaps[os::kMaxNodes][kArenasPerNode];
 const os::Config* g_config = nullptr;
 
 namespace {
@@ -27,6 +27,23 @@ struct UnmapAtExit {
 };
 
 constexpr uint32_t kMaxReserveChunks = 32;
+
+// Where a heap is in g_heaps.
+int NodeOf(const NodeHeap* h) {
+  return static_cast<int>(h - &g_heaps[0][0]) / kArenasPerNode;
+}
+int ArenaOf(const NodeHeap* h) {
+  return static_cast<int>(h - &g_heaps[0][0]) % kArenasPerNode;
+}
+// The committed free pages the automatic release leaves a heap: arena 0
+// (a single-threaded program's only one, with the spans and the cached
+// mappings) the whole CIDMALLOC_RELEASE_BYTES, each other arena a
+// kArenasPerNode-th of it, so that a node keeps at most 1.75x the
+// threshold.
+size_t KeepPages(const NodeHeap* h) {
+  const size_t keep = g_config->release_threshold >> kPageShift;
+  return ArenaOf(h) == 0 ? keep : keep / kArenasPerNode;
+}
 // Automatic release only returns blocks of at least this order (128 KiB),
 // so it stays cheap and leaves small free runs, likely reused, resident.
 constexpr int kAutoReleaseMinOrder = 4;
@@ -82,8 +99,9 @@ void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
 }
 
 // ---- Growth ---------------------------------------------------------------
-// Reserves more chunks for node `node`.  Called with h->lock held.
-bool Grow(NodeHeap* h, int node) {
+// Reserves more chunks for heap h.  Called with h->lock held.
+bool Grow(NodeHeap* h) {
+  const int node = NodeOf(h);
   uint32_t n = h->next_reserve_chunks == 0 ? 1 : h->next_reserve_chunks;
   char* mem = static_cast<char*>(os::MapAligned(n * kChunkSize, kChunkSize));
   if (mem == nullptr && n > 1) {
@@ -105,6 +123,7 @@ bool Grow(NodeHeap* h, int node) {
       c->base = base;
       c->kind = ChunkKind::kHeap;
       c->node = static_cast<uint8_t>(node);
+      c->arena = static_cast<uint8_t>(ArenaOf(h));
       for (uint64_t& w : c->released) w = ~uint64_t{0};  // Untouched: zero.
     }
     if (c == nullptr || !EnsureSpanTagLeaf(base) ||
@@ -128,13 +147,16 @@ bool Grow(NodeHeap* h, int node) {
 }
 
 // ---- Buddy allocation -----------------------------------------------------
+// Whether a heap with no free block large enough may reserve more chunks.
+enum class Reserve : uint8_t { kMayGrow, kFreeBlocksOnly };
+
 // Takes a free block of order k; returns its chunk and first page.
-bool TakeBlock(NodeHeap* h, int node, int k, ChunkInfo** chunk,
+bool TakeBlock(NodeHeap* h, int k, Reserve reserve, ChunkInfo** chunk,
                uint32_t* page) {
   int j = k;
   while (j <= kMaxOrder && h->order_head[j] == nullptr) ++j;
   if (j > kMaxOrder) {
-    if (!Grow(h, node)) return false;
+    if (reserve == Reserve::kFreeBlocksOnly || !Grow(h)) return false;
     j = kMaxOrder;
   }
   ChunkInfo* c = h->order_head[j];
@@ -210,17 +232,14 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
   return true;
 }
 
-// Allocates n pages at an alignment of 2^order pages (n <= 2^order).
-uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
-                     ChunkInfo** chunk_out) {
-  NodeHeap* h = &g_heaps[node];
-  os::SpinLockHolder hold(&h->lock);
+// Allocates n pages at an alignment of 2^order pages (n <= 2^order) from
+// h, whose lock the caller holds; 0 if it has no free block and may not
+// (or cannot) grow.
+uintptr_t TakePages(NodeHeap* h, uint32_t n, int order, Reserve reserve,
+                    bool* zeroed, ChunkInfo** chunk_out) {
   ChunkInfo* c;
   uint32_t page;
-  if (!TakeBlock(h, node, order, &c, &page)) {
-    errno = ENOMEM;
-    return 0;
-  }
+  if (!TakeBlock(h, order, reserve, &c, &page)) return 0;
   const uint32_t block = 1u << order;
   h->free_pages -= block;
   h->released_free_pages -= CountReleased(c, page, block);
@@ -233,6 +252,49 @@ uintptr_t AllocPages(int node, uint32_t n, int order, bool* zeroed,
   NotePagesTaken(h);
   *chunk_out = c;
   return c->base + (uintptr_t{page} << kPageShift);
+}
+
+uintptr_t AllocPages(NodeHeap* h, uint32_t n, int order, bool* zeroed,
+                     ChunkInfo** chunk_out) {
+  os::SpinLockHolder hold(&h->lock);
+  const uintptr_t p = TakePages(h, n, order, Reserve::kMayGrow, zeroed,
+                                chunk_out);
+  if (p == 0) errno = ENOMEM;
+  return p;
+}
+
+// n pages at an alignment of 2^order pages for a thread of arena `arena`
+// of `node`: from that heap's free blocks; else from another arena of the
+// node whose lock is free at that moment (its free blocks; arena 0 may also
+// grow for it); else from its own heap, which grows.  An arena other than 0
+// thus reserves chunks only after its thread found arena 0 busy, and the
+// free blocks of an idle arena are reused before more is reserved.  The
+// price is glibc's: threads that do meet keep their free memory apart
+// (realloc_growth with 2 and 3 threads peaks 1.07x and 1.11x higher).
+// Waiting for the other arenas' locks instead kept that peak, but arena 1
+// then rarely grew and two threads' 512 KiB pairs stayed at 637 ns
+// (docs/benchmarks/tuning_log.md).
+uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
+                          bool* zeroed, ChunkInfo** chunk_out) {
+  NodeHeap* const heaps = g_heaps[node];
+  NodeHeap* const own = &heaps[arena];
+  {
+    os::SpinLockHolder hold(&own->lock);
+    if (const uintptr_t p = TakePages(own, n, order, Reserve::kFreeBlocksOnly,
+                                      zeroed, chunk_out)) {
+      return p;
+    }
+  }
+  for (int i = 0; i < kArenasPerNode; ++i) {
+    NodeHeap* const h = &heaps[i];
+    if (h == own || !h->lock.TryLock()) continue;
+    const uintptr_t p = TakePages(
+        h, n, order, i == 0 ? Reserve::kMayGrow : Reserve::kFreeBlocksOnly,
+        zeroed, chunk_out);
+    h->lock.Unlock();
+    if (p != 0) return p;
+  }
+  return AllocPages(own, n, order, zeroed, chunk_out);
 }
 
 // Returns free blocks of order >= min_order to the OS until the node keeps
@@ -284,7 +346,7 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
 [[nodiscard]] ChunkInfo* MaybeRelease(NodeHeap* h) {
   ChunkInfo* const evicted =
       h->cache_bytes != 0 ? CacheEvict(h, CacheLimit(h)) : nullptr;
-  const size_t keep = g_config->release_threshold >> kPageShift;
+  const size_t keep = KeepPages(h);
   const size_t committed = CommittedFreePages(h);
   if (committed <= keep || committed <= h->release_floor + keep / 2) {
     return evicted;
@@ -319,18 +381,19 @@ void Init(const os::Config* config) { g_config = config; }
 
 uintptr_t AllocSpan(int node, int order, bool* zeroed) {
   ChunkInfo* c;
-  return AllocPages(node, 1u << order, order, zeroed, &c);
+  return AllocFromArenas(node, 0, 1u << order, order, zeroed, &c);
 }
 
 void FreeSpan(ChunkInfo* c, uintptr_t start, int order) {
-  NodeHeap* h = &g_heaps[c->node];
+  NodeHeap* h = HeapOf(c);
   UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   FreeRange(h, c, PageIndex(start), 1u << order);
   evicted.list = MaybeRelease(h);
 }
 
-void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
+void* AllocLarge(int node, int arena, size_t bytes, size_t align,
+                 bool* zeroed) {
   // A zero-byte request (memalign(1 << 17, 0)) still gets a block of its
   // own: a 0-page run would be freed back at once and handed out twice.
   if (bytes == 0) bytes = 1;
@@ -339,11 +402,12 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
     const size_t align_pages = align > kPageSize ? align >> kPageShift : 1;
     const int order = OrderFor(pages > align_pages ? pages : align_pages);
     ChunkInfo* c;
-    const uintptr_t p = AllocPages(node, static_cast<uint32_t>(pages), order,
-                                   zeroed, &c);
+    const uintptr_t p = AllocFromArenas(
+        node, static_cast<int>(static_cast<unsigned>(arena) % kArenasPerNode),
+        static_cast<uint32_t>(pages), order, zeroed, &c);
     if (p == 0) return nullptr;
     // Published to free() through the returned pointer (see chunk.h);
-    // after the node lock is let go.  Release: pairs with the acquire load
+    // after the heap lock is let go.  Release: pairs with the acquire load
     // in LargeUsableSize().
     __atomic_store_n(&c->run_pages[PageIndex(p)],
                      static_cast<uint16_t>(pages), __ATOMIC_RELEASE);
@@ -354,7 +418,7 @@ void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed) {
 
 void FreeLarge(ChunkInfo* c, uintptr_t p) {
   if (c->kind == ChunkKind::kHuge) return FreeHuge(c, p);
-  NodeHeap* h = &g_heaps[c->node];
+  NodeHeap* h = HeapOf(c);
   UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   const uint32_t page = PageIndex(p);
@@ -376,7 +440,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
   }
   const uint32_t page = PageIndex(p);
   const uint32_t want = static_cast<uint32_t>((bytes + kPageSize - 1) >> kPageShift);
-  NodeHeap* h = &g_heaps[c->node];
+  NodeHeap* h = HeapOf(c);
   UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
   const uint32_t n = c->run_pages[page];
@@ -389,7 +453,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
   }
   // Read by LargeUsableSize and FreeLarge of the owner only (see chunk.h).
   // Release: pairs with the acquire load in LargeUsableSize(), which reads
-  // without the node lock.
+  // without the heap lock.
   __atomic_store_n(&c->run_pages[page], static_cast<uint16_t>(want),
                    __ATOMIC_RELEASE);
   if (want < n) evicted.list = MaybeRelease(h);
@@ -399,7 +463,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
 size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
   if (c->kind == ChunkKind::kHuge) return HugeUsableSize(c, p);
   if ((p & (kPageSize - 1)) != 0) return 0;
-  // Acquire, without the node lock: pairs with the release stores in
+  // Acquire, without the heap lock: pairs with the release stores in
   // AllocLarge() and ResizeRun() (the caller owns p: see chunk.h).
   const uint16_t n =
       __atomic_load_n(&c->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);
@@ -409,37 +473,44 @@ size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
 size_t ReleaseFreeMemory(size_t keep_bytes) {
   size_t released = 0;
   for (int node = 0; node < os::NumNodes(); ++node) {
-    NodeHeap* h = &g_heaps[node];
-    ChunkInfo* evicted;
-    {
-      os::SpinLockHolder hold(&h->lock);
-      released += ReleaseLocked(h, keep_bytes >> kPageShift, 0);
-      // The cached mappings keep what the buddy heap left of keep_bytes.
-      const size_t kept = CommittedFreeBytes(h);
-      evicted = CacheEvict(h, keep_bytes > kept ? keep_bytes - kept : 0);
+    for (NodeHeap& heap : g_heaps[node]) {
+      NodeHeap* h = &heap;
+      // Arena 0 keeps keep_bytes; the others return all they can.
+      const size_t keep = ArenaOf(h) == 0 ? keep_bytes : 0;
+      ChunkInfo* evicted;
+      {
+        os::SpinLockHolder hold(&h->lock);
+        released += ReleaseLocked(h, keep >> kPageShift, 0);
+        // The cached mappings keep what the buddy heap left of keep_bytes.
+        const size_t kept = CommittedFreeBytes(h);
+        evicted = CacheEvict(h, keep > kept ? keep - kept : 0);
+      }
+      released += UnmapDetached(evicted);
     }
-    released += UnmapDetached(evicted);
   }
   return released;
 }
 
 void RunAutomaticRelease() {
   for (int node = 0; node < os::NumNodes(); ++node) {
-    NodeHeap* h = &g_heaps[node];
-    UnmapAtExit evicted;
-    os::SpinLockHolder hold(&h->lock);
-    evicted.list = MaybeRelease(h);
+    for (NodeHeap& h : g_heaps[node]) {
+      UnmapAtExit evicted;
+      os::SpinLockHolder hold(&h.lock);
+      evicted.list = MaybeRelease(&h);
+    }
   }
 }
 
 void GetNodeStats(int node, NodeStats* out) {
-  NodeHeap* h = &g_heaps[node];
-  os::SpinLockHolder hold(&h->lock);
-  out->mapped_bytes = h->mapped_bytes;
-  out->free_bytes = (h->free_pages << kPageShift) + h->cache_bytes;
-  out->released_bytes = h->released_free_pages << kPageShift;
-  out->huge_bytes = h->huge_bytes;
-  out->bind_failures = h->bind_failures;
+  *out = NodeStats{};
+  for (NodeHeap& h : g_heaps[node]) {
+    os::SpinLockHolder hold(&h.lock);
+    out->mapped_bytes += h.mapped_bytes;
+    out->free_bytes += (h.free_pages << kPageShift) + h.cache_bytes;
+    out->released_bytes += h.released_free_pages << kPageShift;
+    out->huge_bytes += h.huge_bytes;
+    out->bind_failures += h.bind_failures;
+  }
 }
 
 namespace {
@@ -464,15 +535,17 @@ void CheckReleasedAreFree(const ChunkInfo* c) {
 }  // namespace
 
 void CheckInvariants() {
-  for (int node = 0; node < os::kMaxNodes; ++node) {
-    NodeHeap* h = &g_heaps[node];
+  for (int index = 0; index < os::kMaxNodes * kArenasPerNode; ++index) {
+    NodeHeap* h = &g_heaps[0][0] + index;
+    const int node = NodeOf(h);
     os::SpinLockHolder hold(&h->lock);
     size_t free_pages = 0, released = 0;
     for (int k = 0; k <= kMaxOrder; ++k) {
       for (ChunkInfo* c = h->order_head[k]; c != nullptr;
            c = c->order_next[k]) {
-        CIDMALLOC_CHECK(c->node == node && c->kind == ChunkKind::kHeap,
-                        "chunk on the wrong node's list");
+        CIDMALLOC_CHECK(c->node == node && c->arena == ArenaOf(h) &&
+                            c->kind == ChunkKind::kHeap,
+                        "chunk on the wrong heap's list");
         uint32_t blocks = 0;
         // Once per chunk: at the lowest order whose list it is on.
         if ((c->listed_orders & ((1u << k) - 1)) == 0) {
@@ -499,21 +572,30 @@ void CheckInvariants() {
   }
 }
 
-// Lock order: node heaps, then the pagemap, then the meta arena.
+// Lock order: node heaps (by node, then arena), then the pagemap, then the
+// meta arena.  Only the nodes in use: the handlers are registered after
+// the topology is known (api/alloc.cc), and the heaps of the other nodes
+// stay untouched.
 void ForkPrepare() {
-  for (NodeHeap& h : g_heaps) h.lock.Lock();
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (NodeHeap& h : g_heaps[node]) h.lock.Lock();
+  }
   PagemapForkPrepare();
   MetaForkPrepare();
 }
 void ForkParent() {
   MetaForkParent();
   PagemapForkParent();
-  for (NodeHeap& h : g_heaps) h.lock.Unlock();
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (NodeHeap& h : g_heaps[node]) h.lock.Unlock();
+  }
 }
 void ForkChild() {
   MetaForkChild();
   PagemapForkChild();
-  for (NodeHeap& h : g_heaps) h.lock.ResetAfterFork();
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (NodeHeap& h : g_heaps[node]) h.lock.ResetAfterFork();
+  }
 }
 
 }  // namespace cidmalloc::page_heap

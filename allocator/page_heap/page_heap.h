@@ -7,10 +7,16 @@
 // back.  Allocations larger than a chunk get a mapping of their own, kept
 // for reuse once freed while the node's free memory stays within the
 // threshold below (huge_cache.h).  Free memory past CIDMALLOC_RELEASE_BYTES
-// per node, and all of it on malloc_trim, goes back to the OS with madvise
-// (munmap for cached mappings).
+// per node (in its arena 0; a kArenasPerNode-th of it in each other arena),
+// and all of it on malloc_trim, goes back to the OS with madvise (munmap for
+// cached mappings).
 //
-// Locking: one spin lock per node guards that node's buddy state, lists and
+// Each node has a few heaps (arenas, node_heap.h): arena 0 serves the
+// small-object spans and the mappings of their own, and page runs go to the
+// arena of the calling thread's ID, so that threads taking large blocks at
+// once do not share a lock.
+//
+// Locking: one spin lock per heap guards that heap's buddy state, lists and
 // counters; no other lock is taken while holding it except the meta arena's
 // and the pagemap's (lock order: node heap -> pagemap -> meta arena).
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_PAGE_HEAP_H_
@@ -34,9 +40,12 @@ void Init(const os::Config* config);
 uintptr_t AllocSpan(int node, int order, bool* zeroed);
 void FreeSpan(ChunkInfo* chunk, uintptr_t start, int order);
 
-// Allocations above the largest size class: a page run (up to a chunk) or
-// a mapping of their own.  `align` is a power of two.  nullptr with ENOMEM.
-void* AllocLarge(int node, size_t bytes, size_t align, bool* zeroed);
+// Allocations above the largest size class: a page run (up to a chunk),
+// from the node's heap `arena` (taken modulo kArenasPerNode, node_heap.h),
+// or a mapping of their own.  `align` is a power of two.  nullptr with
+// ENOMEM.
+void* AllocLarge(int node, int arena, size_t bytes, size_t align,
+                 bool* zeroed);
 // Frees a large allocation.  Aborts with a message if `p` is not the start
 // of a live one (invalid pointer or double free).
 void FreeLarge(ChunkInfo* chunk, uintptr_t p);

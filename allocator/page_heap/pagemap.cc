@@ -34,7 +34,7 @@ bool SetChunks(uintptr_t start, size_t bytes, ChunkInfo* info) {
     // Release: what the caller wrote to *info is visible to lookups that
     // find it; pairs with the acquire load in LookupChunk().  (All of it
     // for a huge mapping; Grow sets base, kind and node after this, under
-    // its node lock, before any page of the chunk is handed out.)
+    // its heap lock, before any page of the chunk is handed out.)
     leaf->entry[c & ((1u << kLeafBits) - 1)].store(info,
                                                    std::memory_order_release);
   }

@@ -74,7 +74,7 @@ inline constexpr int kSpanLeafBits = kSpanLeafShift - kSpanTagShift;
 // slots: set once, under the pagemap lock, with a release store of a
 // zeroed leaf (EnsureSpanTagLeaf); acquire loads in LookupSpanTag(), a
 // relaxed one in SetSpanTags (the span's chunk, whose leaf was set up when
-// it was mapped, came to its caller through the node lock).
+// it was mapped, came to its caller through the heap lock).
 struct SpanTagLeaf {
   std::atomic<uint32_t> tag[1u << kSpanLeafBits];
 };

@@ -17,7 +17,7 @@
 // return.  Pages taken again within the delay lower the minimum of their
 // epoch, so they are never returned while they are in use.
 //
-// Only the node's own code updates the count, under the node lock, when it
+// Only the node's own code updates the count, under the heap lock, when it
 // runs: when a free reaches the page heap (Idle) and when pages are taken
 // (Note).  A dip seen between two such calls is charged to every epoch in
 // between, since the decay cannot tell when it happened.  That errs towards
@@ -29,7 +29,8 @@
 // without its background thread.
 //
 // Pure bookkeeping: no lock, clock or system call of its own.  The page
-// heap keeps one per node, guarded by the node lock (node_heap.h).
+// heap keeps one per node and arena, guarded by that heap's lock
+// (node_heap.h).
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_RELEASE_DECAY_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_RELEASE_DECAY_H_
 

@@ -43,7 +43,7 @@ cidmalloc::os::Config* Configure(size_t threshold) {
 }
 
 uintptr_t Alloc(size_t bytes, bool* zeroed, size_t align = 16) {
-  void* p = ph::AllocLarge(0, bytes, align, zeroed);
+  void* p = ph::AllocLarge(0, 0, bytes, align, zeroed);
   EXPECT_NE(p, nullptr) << bytes;
   return reinterpret_cast<uintptr_t>(p);
 }

@@ -4,7 +4,7 @@
 // This binary is not linked with cidmalloc: it drives layer 3 directly.
 // Operations: AllocLarge of 1 to 256 pages (runs that start and end
 // anywhere in the 64-page words of the chunk's bitmaps) at alignments of 1
-// to 64 pages, FreeLarge, ResizeRun (shrinking and growing in place), and
+// to 64 pages from any of the node's arenas, FreeLarge, ResizeRun (shrinking and growing in place), and
 // now and then malloc_trim's ReleaseFreeMemory, under a 1 MiB release
 // threshold with no delay, so that automatic release runs too.
 //
@@ -105,11 +105,17 @@ TEST(PageHeapModel, RandomRunOperationsKeepRunsApartAndZeroedRunsZero) {
         const uint32_t pages = 1 + rng.Next() % kMaxRunPages;
         const size_t align = kPage << (rng.Next() % 7);  // 1-64 pages.
         const size_t bytes = pages * kPage - rng.Next() % kPage;
+        // Arenas past the last wrap around.  One thread never meets
+        // another on arena 0, so the runs come from there or from the free
+        // blocks of the arena asked for (none: only arena 0 grows here).
+        const int arena =
+            static_cast<int>(rng.Next() % (ph::kArenasPerNode + 2));
         bool zeroed = false;
-        void* v = ph::AllocLarge(0, bytes, align, &zeroed);
+        void* v = ph::AllocLarge(0, arena, bytes, align, &zeroed);
         ASSERT_NE(v, nullptr) << "step " << step;
         const uintptr_t p = reinterpret_cast<uintptr_t>(v);
         ASSERT_EQ(p % align, 0u) << "step " << step;
+        ASSERT_EQ(ph::LookupChunk(p)->arena, 0) << "step " << step;
         ASSERT_GE(ph::LargeUsableSize(ph::LookupChunk(p), p), bytes);
         if (zeroed) {
           ++zeroed_runs;
