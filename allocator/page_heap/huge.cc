@@ -191,13 +191,19 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
       os::Unmap(dest, new_bytes);
       return nullptr;
     }
+    // The old range's entries go before the move: once mremap has moved
+    // the pages, the kernel may hand that range to another thread's mmap at
+    // once, whose entries clearing it afterwards would erase (its free()
+    // then aborted as an invalid pointer).  Nobody else looks p up: the
+    // caller owns it.
+    SetChunks(p, old_bytes, nullptr);
     if (os::Remap(old, old_bytes, new_bytes, os::RemapKind::kMoveTo, dest) ==
         nullptr) {
+      SetChunks(p, old_bytes, c);  // Entries that existed: no allocation.
       SetChunks(d, new_bytes, nullptr);
       os::Unmap(dest, new_bytes);
       return nullptr;
     }
-    SetChunks(p, old_bytes, nullptr);
     base = d;
   }
   if (os::NumNodes() > 1) {
