@@ -21,6 +21,13 @@ struct alignas(64) NodeHeap {
   os::SpinLock lock;
   // Everything below is guarded by `lock`.
   ChunkInfo* order_head[kMaxOrder + 1] = {};
+  // The page run freed last, kept whole (not merged into the buddy heap)
+  // for an allocation of the same length: page_heap.cc, ParkRun.  Its
+  // pages count as neither free nor in use; parked_pages is 0 when there
+  // is none.
+  ChunkInfo* parked_chunk = nullptr;
+  uint32_t parked_page = 0;
+  uint32_t parked_pages = 0;
   size_t mapped_bytes = 0;         // Chunks plus huge mappings.
   size_t huge_bytes = 0;           // Live huge mappings.
   size_t free_pages = 0;           // Free pages in this node's chunks.

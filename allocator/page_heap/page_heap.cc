@@ -7,6 +7,7 @@
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
 #include "allocator/page_heap/bitmap.h"
+#include "allocator/page_heap/buddy.h"
 #include "allocator/page_heap/huge_cache.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/node_heap.h"
@@ -26,15 +27,6 @@ struct UnmapAtExit {
   ~UnmapAtExit() { UnmapDetached(list); }
 };
 
-constexpr uint32_t kMaxReserveChunks = 32;
-
-// Where a heap is in g_heaps.
-int NodeOf(const NodeHeap* h) {
-  return static_cast<int>(h - &g_heaps[0][0]) / kArenasPerNode;
-}
-int ArenaOf(const NodeHeap* h) {
-  return static_cast<int>(h - &g_heaps[0][0]) % kArenasPerNode;
-}
 // The committed free pages the automatic release leaves a heap: arena 0
 // (a single-threaded program's only one, with the spans and the cached
 // mappings) the whole CIDMALLOC_RELEASE_BYTES, each other arena a
@@ -47,212 +39,6 @@ size_t KeepPages(const NodeHeap* h) {
 // Automatic release only returns blocks of at least this order (128 KiB),
 // so it stays cheap and leaves small free runs, likely reused, resident.
 constexpr int kAutoReleaseMinOrder = 4;
-
-uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n) {
-  return CountBits(c->released, page, n);
-}
-uint32_t BlocksOfOrder(int k) { return kPagesPerChunk >> k; }
-
-size_t CommittedFreePages(const NodeHeap* h) {
-  return h->free_pages - h->released_free_pages;
-}
-
-// After pages were taken: the committed free pages may now be under the
-// floor of the last automatic release, and the release delay starts again
-// for the pages taken.
-void NotePagesTaken(NodeHeap* h) {
-  const size_t committed = CommittedFreePages(h);
-  if (committed < h->release_floor) h->release_floor = committed;
-  h->decay.Note(committed);
-}
-
-// ---- Per-order chunk lists ------------------------------------------------
-void ListInsert(NodeHeap* h, ChunkInfo* c, int k) {
-  if (c->listed_orders & (1u << k)) return;
-  c->listed_orders |= static_cast<uint16_t>(1u << k);
-  c->order_prev[k] = nullptr;
-  c->order_next[k] = h->order_head[k];
-  if (h->order_head[k] != nullptr) h->order_head[k]->order_prev[k] = c;
-  h->order_head[k] = c;
-}
-void ListRemove(NodeHeap* h, ChunkInfo* c, int k) {
-  if (!(c->listed_orders & (1u << k))) return;
-  c->listed_orders &= static_cast<uint16_t>(~(1u << k));
-  if (c->order_prev[k] != nullptr) {
-    c->order_prev[k]->order_next[k] = c->order_next[k];
-  } else {
-    h->order_head[k] = c->order_next[k];
-  }
-  if (c->order_next[k] != nullptr) {
-    c->order_next[k]->order_prev[k] = c->order_prev[k];
-  }
-  c->order_next[k] = c->order_prev[k] = nullptr;
-}
-void MarkFree(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
-  SetBit(c->free_bits, BlockBit(k, i));
-  ++c->free_blocks[k];
-  ListInsert(h, c, k);
-}
-void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
-  ClearBit(c->free_bits, BlockBit(k, i));
-  if (--c->free_blocks[k] == 0) ListRemove(h, c, k);
-}
-
-// ---- Growth ---------------------------------------------------------------
-// Reserves more chunks for heap h.  Called with h->lock held.
-bool Grow(NodeHeap* h) {
-  const int node = NodeOf(h);
-  uint32_t n = h->next_reserve_chunks == 0 ? 1 : h->next_reserve_chunks;
-  char* mem = static_cast<char*>(os::MapAligned(n * kChunkSize, kChunkSize));
-  if (mem == nullptr && n > 1) {
-    n = 1;  // Tight address space (ulimit -v): try the minimum.
-    mem = static_cast<char*>(os::MapAligned(kChunkSize, kChunkSize));
-  }
-  if (mem == nullptr) return false;
-  if (os::NumNodes() > 1 &&
-      !os::BindToNode(mem, n * kChunkSize, node, g_config->numa_policy)) {
-    ++h->bind_failures;
-  }
-  for (uint32_t i = 0; i < n; ++i) {
-    ChunkInfo* c = NewChunkInfo();
-    const uintptr_t base = reinterpret_cast<uintptr_t>(mem) + i * kChunkSize;
-    if (c != nullptr) {
-      // Before SetChunks publishes the record (its release stores): a
-      // lookup that finds it, even for a pointer nobody owns yet (an
-      // invalid free into this chunk), sees its base, kind and node.
-      c->base = base;
-      c->kind = ChunkKind::kHeap;
-      c->node = static_cast<uint8_t>(node);
-      c->arena = static_cast<uint8_t>(ArenaOf(h));
-      for (uint64_t& w : c->released) w = ~uint64_t{0};  // Untouched: zero.
-    }
-    if (c == nullptr || !EnsureSpanTagLeaf(base) ||
-        !SetChunks(base, kChunkSize, c)) {
-      // Give back the chunks not yet handed to the heap.
-      if (c != nullptr) DeleteChunkInfo(c);
-      os::Unmap(reinterpret_cast<void*>(base), (n - i) * kChunkSize);
-      errno = ENOMEM;
-      return i > 0;
-    }
-    MarkFree(h, c, kMaxOrder, 0);
-    h->mapped_bytes += kChunkSize;
-    h->free_pages += kPagesPerChunk;
-    h->released_free_pages += kPagesPerChunk;
-  }
-  if (n == h->next_reserve_chunks || h->next_reserve_chunks == 0) {
-    h->next_reserve_chunks = n * 2 > kMaxReserveChunks ? kMaxReserveChunks
-                                                        : n * 2;
-  }
-  return true;
-}
-
-// ---- Buddy allocation -----------------------------------------------------
-// Whether a heap with no free block large enough may reserve more chunks.
-enum class Reserve : uint8_t { kMayGrow, kFreeBlocksOnly };
-
-// Takes a free block of order k; returns its chunk and first page.
-bool TakeBlock(NodeHeap* h, int k, Reserve reserve, ChunkInfo** chunk,
-               uint32_t* page) {
-  int j = k;
-  while (j <= kMaxOrder && h->order_head[j] == nullptr) ++j;
-  if (j > kMaxOrder) {
-    if (reserve == Reserve::kFreeBlocksOnly || !Grow(h)) return false;
-    j = kMaxOrder;
-  }
-  ChunkInfo* c = h->order_head[j];
-  uint32_t i = static_cast<uint32_t>(
-      FindFirst(c->free_bits, BlockBit(j, 0), BlocksOfOrder(j)) -
-      static_cast<int>(BlockBit(j, 0)));
-  MarkUsed(h, c, j, i);
-  while (j > k) {  // Split, keeping the lower half.
-    --j;
-    i *= 2;
-    MarkFree(h, c, j, i + 1);
-  }
-  *chunk = c;
-  *page = i << k;
-  return true;
-}
-
-void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
-  uint32_t i = page >> k;
-  while (k < kMaxOrder && TestBit(c->free_bits, BlockBit(k, i ^ 1))) {
-    MarkUsed(h, c, k, i ^ 1);  // Merge with the free buddy.
-    i >>= 1;
-    ++k;
-  }
-  MarkFree(h, c, k, i);
-}
-
-// Frees pages [page, page + n) of c, as naturally aligned blocks.
-void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
-  h->free_pages += n;
-  h->released_free_pages += CountReleased(c, page, n);
-  while (n > 0) {
-    int k = page == 0 ? kMaxOrder : __builtin_ctz(page);
-    while ((1u << k) > n) --k;
-    FreeBlock(h, c, page, k);
-    page += 1u << k;
-    n -= 1u << k;
-  }
-}
-
-// The order of the free block of c that contains page p, or -1 if p is in
-// use.  Free blocks are maximal and disjoint: at most one order matches.
-int FreeOrderAt(const ChunkInfo* c, uint32_t p) {
-  for (int k = 0; k <= kMaxOrder; ++k) {
-    if (TestBit(c->free_bits, BlockBit(k, p >> k))) return k;
-  }
-  return -1;
-}
-
-// Takes pages [page, page + n) of c if every one is free: each free block
-// that overlaps the range is taken whole and its parts outside the range
-// are freed again (their buddies lie inside the taken block, so they do not
-// merge into the range).  Called with h->lock held.
-bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
-  const uint32_t end = page + n;
-  for (uint32_t p = page; p < end;) {
-    const int k = FreeOrderAt(c, p);
-    if (k < 0) return false;
-    p = ((p >> k) + 1) << k;
-  }
-  for (uint32_t p = page; p < end;) {
-    const int k = FreeOrderAt(c, p);
-    const uint32_t b = (p >> k) << k, e = b + (1u << k);
-    MarkUsed(h, c, k, b >> k);
-    h->free_pages -= 1u << k;
-    h->released_free_pages -= CountReleased(c, b, 1u << k);
-    if (b < page) FreeRange(h, c, b, page - b);
-    if (e > end) FreeRange(h, c, end, e - end);
-    p = e;
-  }
-  ChangeBits(c->released, page, n, BitOp::kClear);
-  NotePagesTaken(h);
-  return true;
-}
-
-// Allocates n pages at an alignment of 2^order pages (n <= 2^order) from
-// h, whose lock the caller holds; 0 if it has no free block and may not
-// (or cannot) grow.
-uintptr_t TakePages(NodeHeap* h, uint32_t n, int order, Reserve reserve,
-                    bool* zeroed, ChunkInfo** chunk_out) {
-  ChunkInfo* c;
-  uint32_t page;
-  if (!TakeBlock(h, order, reserve, &c, &page)) return 0;
-  const uint32_t block = 1u << order;
-  h->free_pages -= block;
-  h->released_free_pages -= CountReleased(c, page, block);
-  // MADV_DONTNEED'd and never-touched pages read as zero; MADV_FREE'd ones
-  // may keep their old contents until the kernel reclaims them.
-  *zeroed = CountReleased(c, page, n) == n &&
-            g_config->release_method == os::ReleaseMethod::kDontNeed;
-  ChangeBits(c->released, page, n, BitOp::kClear);
-  if (n < block) FreeRange(h, c, page + n, block - n);
-  NotePagesTaken(h);
-  *chunk_out = c;
-  return c->base + (uintptr_t{page} << kPageShift);
-}
 
 uintptr_t AllocPages(NodeHeap* h, uint32_t n, int order, bool* zeroed,
                      ChunkInfo** chunk_out) {
@@ -429,7 +215,7 @@ void FreeLarge(ChunkInfo* c, uintptr_t p) {
                     reinterpret_cast<void*>(p));
   }
   c->run_pages[page] = 0;
-  FreeRange(h, c, page, n);
+  ParkRun(h, c, page, n);
   evicted.list = MaybeRelease(h);
 }
 
@@ -449,6 +235,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
     FreeRange(h, c, page + want, n - want);
   } else if (want > n) {
     if (page + want > kPagesPerChunk) return false;
+    if (h->parked_chunk == c) Unpark(h);
     if (!TakeRange(h, c, page + n, want - n)) return false;
   }
   // Read by LargeUsableSize and FreeLarge of the owner only (see chunk.h).
@@ -480,6 +267,7 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
       ChunkInfo* evicted;
       {
         os::SpinLockHolder hold(&h->lock);
+        Unpark(h);
         released += ReleaseLocked(h, keep >> kPageShift, 0);
         // The cached mappings keep what the buddy heap left of keep_bytes.
         const size_t kept = CommittedFreeBytes(h);
@@ -506,69 +294,20 @@ void GetNodeStats(int node, NodeStats* out) {
   for (NodeHeap& h : g_heaps[node]) {
     os::SpinLockHolder hold(&h.lock);
     out->mapped_bytes += h.mapped_bytes;
-    out->free_bytes += (h.free_pages << kPageShift) + h.cache_bytes;
+    out->free_bytes += (size_t{h.free_pages} + h.parked_pages) << kPageShift;
+    out->free_bytes += h.cache_bytes;
     out->released_bytes += h.released_free_pages << kPageShift;
     out->huge_bytes += h.huge_bytes;
     out->bind_failures += h.bind_failures;
   }
 }
 
-namespace {
-
-// Only free pages are marked released: taking pages clears their bits (a
-// page handed out as released would be promised to read as zero).
-void CheckReleasedAreFree(const ChunkInfo* c) {
-  uint64_t free_pages[kPagesPerChunk / 64] = {};
-  for (int k = 0; k <= kMaxOrder; ++k) {
-    for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
-      if (TestBit(c->free_bits, BlockBit(k, i))) {
-        ChangeBits(free_pages, i << k, 1u << k, BitOp::kSet);
-      }
-    }
-  }
-  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) {
-    CIDMALLOC_CHECK((c->released[w] & ~free_pages[w]) == 0,
-                    "a page in use is marked released");
-  }
-}
-
-}  // namespace
-
 void CheckInvariants() {
   for (int index = 0; index < os::kMaxNodes * kArenasPerNode; ++index) {
     NodeHeap* h = &g_heaps[0][0] + index;
-    const int node = NodeOf(h);
     os::SpinLockHolder hold(&h->lock);
-    size_t free_pages = 0, released = 0;
-    for (int k = 0; k <= kMaxOrder; ++k) {
-      for (ChunkInfo* c = h->order_head[k]; c != nullptr;
-           c = c->order_next[k]) {
-        CIDMALLOC_CHECK(c->node == node && c->arena == ArenaOf(h) &&
-                            c->kind == ChunkKind::kHeap,
-                        "chunk on the wrong heap's list");
-        uint32_t blocks = 0;
-        // Once per chunk: at the lowest order whose list it is on.
-        if ((c->listed_orders & ((1u << k) - 1)) == 0) {
-          CheckReleasedAreFree(c);
-        }
-        for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
-          if (!TestBit(c->free_bits, BlockBit(k, i))) continue;
-          ++blocks;
-          // A free block's buddy is never also free at the same order.
-          CIDMALLOC_CHECK(k == kMaxOrder ||
-                              !TestBit(c->free_bits, BlockBit(k, i ^ 1)),
-                          "unmerged free buddies");
-          free_pages += 1u << k;
-          released += CountReleased(c, i << k, 1u << k);
-        }
-        CIDMALLOC_CHECK(blocks != 0, "listed chunk without a free block");
-        CIDMALLOC_CHECK(blocks == c->free_blocks[k], "free block count");
-      }
-    }
-    CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
-    CIDMALLOC_CHECK(released == h->released_free_pages,
-                    "released page count");
-    CheckCache(h, node);
+    CheckHeap(h);
+    CheckCache(h, NodeOf(h));
   }
 }
 
