@@ -11,13 +11,6 @@
 
 namespace cidmalloc::page_heap {
 
-int NodeOf(const NodeHeap* h) {
-  return static_cast<int>(h - &g_heaps[0][0]) / kArenasPerNode;
-}
-int ArenaOf(const NodeHeap* h) {
-  return static_cast<int>(h - &g_heaps[0][0]) % kArenasPerNode;
-}
-
 uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n) {
   return CountBits(c->released, page, n);
 }

@@ -16,9 +16,14 @@
 
 namespace cidmalloc::page_heap {
 
-// Where a heap is in g_heaps.
-int NodeOf(const NodeHeap* h);
-int ArenaOf(const NodeHeap* h);
+// Where a heap is in g_heaps (inline: the release check of every free
+// asks, and a call was 3 % of a 72 KiB malloc + free).
+inline int NodeOf(const NodeHeap* h) {
+  return static_cast<int>(h - &g_heaps[0][0]) / kArenasPerNode;
+}
+inline int ArenaOf(const NodeHeap* h) {
+  return static_cast<int>(h - &g_heaps[0][0]) % kArenasPerNode;
+}
 
 // Pages of c in [page, page + n) whose memory went back to the OS.
 uint32_t CountReleased(const ChunkInfo* c, uint32_t page, uint32_t n);
