@@ -206,8 +206,8 @@ void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
   // The arena: the thread's ID (cid, cpu or soft ID), which the page heap
   // takes modulo its arenas per node.
   void* p = page_heap::AllocLarge(os::CurrentNode(),
-                                  static_cast<int>(rseq::CurrentId()), size,
-                                  align, &zeroed);
+                                  static_cast<int>(rseq::CurrentIdHint()),
+                                  size, align, &zeroed);
   if (p == nullptr) {
     errno = ENOMEM;
     return nullptr;

@@ -247,6 +247,42 @@ TEST(Cid, ConcurrentPinnedThreadsHaveDistinctCids) {
 
 // ---- IDs --------------------------------------------------------------------
 
+// The hint is the raw ID field where the thread has a registered area
+// (mm_cid in cid mode, the node-qualified ID's cid part; cpu_id in cpu and
+// none mode), else CurrentId() (a soft ID).
+TEST(Ids, CurrentIdHintIsTheRawIdOrTheSoftId) {
+  const rs::ProcessState& p = rs::Process();
+  if (p.registration == rs::Registration::kNone) {
+    ASSERT_EQ(rs::CurrentIdHint(), rs::CurrentId());
+    return;
+  }
+  switch (p.mode) {
+    case rs::Mode::kNone:
+    case rs::Mode::kCpu: {
+      ScopedAffinity restore;
+      for (int cpu : AllowedCpus()) {
+        ASSERT_TRUE(PinToCpu(cpu));
+        ASSERT_EQ(rs::CurrentIdHint(), static_cast<uint32_t>(cpu));
+      }
+      break;
+    }
+    case rs::Mode::kCid: {
+      int checked = 0;
+      for (int i = 0; i < 2000 && checked < 100; ++i) {
+        const long sw0 = ThreadSwitches();
+        const int c1 = rs::CurrentCid();
+        const uint32_t hint = rs::CurrentIdHint();
+        const int c2 = rs::CurrentCid();
+        if (ThreadSwitches() != sw0 || c1 != c2) continue;
+        ASSERT_EQ(hint, static_cast<uint32_t>(c1));
+        ++checked;
+      }
+      ASSERT_GT(checked, 0) << "never a stable cid";
+      break;
+    }
+  }
+}
+
 TEST(Ids, CurrentIdIsInRangeAndFollowsMode) {
   const rs::ProcessState& p = rs::Process();
   ASSERT_LT(rs::CurrentId(), rs::NumIds());
