@@ -2,6 +2,8 @@
 // the per-mode ID space and soft IDs, and new threads (part of the
 // detection_*_test binaries; see detection_test.cc).
 
+#include <utility>
+
 #include "tests/rseq/detection.h"
 
 namespace {
@@ -247,6 +249,24 @@ TEST(Cid, ConcurrentPinnedThreadsHaveDistinctCids) {
 
 // ---- IDs --------------------------------------------------------------------
 
+// Calls check(cid, value) with value = read() taken between two reads of
+// one cid and with no context switch around them, `want` times at most in
+// 2000 tries; returns how many times.
+template <class Read, class Check>
+int ForStableCid(int want, Read read, Check check) {
+  int checked = 0;
+  for (int i = 0; i < 2000 && checked < want; ++i) {
+    const long sw0 = ThreadSwitches();
+    const int c1 = rs::CurrentCid();
+    const auto value = read();
+    const int c2 = rs::CurrentCid();
+    if (ThreadSwitches() != sw0 || c1 != c2) continue;
+    check(c1, value);
+    ++checked;
+  }
+  return checked;
+}
+
 // The hint is the raw ID field where the thread has a registered area
 // (mm_cid in cid mode, the node-qualified ID's cid part; cpu_id in cpu and
 // none mode), else CurrentId() (a soft ID).
@@ -267,16 +287,11 @@ TEST(Ids, CurrentIdHintIsTheRawIdOrTheSoftId) {
       break;
     }
     case rs::Mode::kCid: {
-      int checked = 0;
-      for (int i = 0; i < 2000 && checked < 100; ++i) {
-        const long sw0 = ThreadSwitches();
-        const int c1 = rs::CurrentCid();
-        const uint32_t hint = rs::CurrentIdHint();
-        const int c2 = rs::CurrentCid();
-        if (ThreadSwitches() != sw0 || c1 != c2) continue;
-        ASSERT_EQ(hint, static_cast<uint32_t>(c1));
-        ++checked;
-      }
+      const int checked = ForStableCid(
+          100, [] { return rs::CurrentIdHint(); },
+          [](int cid, uint32_t hint) {
+            EXPECT_EQ(hint, static_cast<uint32_t>(cid));
+          });
       ASSERT_GT(checked, 0) << "never a stable cid";
       break;
     }
@@ -299,21 +314,17 @@ TEST(Ids, CurrentIdIsInRangeAndFollowsMode) {
       break;
     }
     case rs::Mode::kCid: {
-      int checked = 0;
-      for (int i = 0; i < 2000 && checked < 500; ++i) {
-        const long sw0 = ThreadSwitches();
-        const int c1 = rs::CurrentCid();
-        const int node = rs::CurrentNode();
-        const uint32_t id = rs::CurrentId();
-        const int c2 = rs::CurrentCid();
-        if (ThreadSwitches() != sw0 || c1 != c2) continue;
-        // Node-qualified: node_id * stride + mm_cid.
-        const uint32_t base = p.id_kind == rs::IdKind::kNodeQualified
-                                  ? static_cast<uint32_t>(node) * p.cid_stride
-                                  : 0;
-        ASSERT_EQ(id, base + static_cast<uint32_t>(c1));
-        ++checked;
-      }
+      const int checked = ForStableCid(
+          500,
+          [] { return std::make_pair(rs::CurrentNode(), rs::CurrentId()); },
+          [&p](int cid, std::pair<int, uint32_t> node_id) {
+            // Node-qualified: node_id * stride + mm_cid.
+            const uint32_t base =
+                p.id_kind == rs::IdKind::kNodeQualified
+                    ? static_cast<uint32_t>(node_id.first) * p.cid_stride
+                    : 0;
+            EXPECT_EQ(node_id.second, base + static_cast<uint32_t>(cid));
+          });
       ASSERT_GT(checked, 0) << "never a stable cid";
       break;
     }
