@@ -33,12 +33,13 @@
 // few objects each time, which a larger stack would save little of, where
 // a batch (16 KiB of objects) in every ID that ever used it let the
 // caches of a request/reply program whose two threads use 45 classes hold
-// up to 1.4 MiB (1.0 MiB at its exit; docs/benchmarks/tuning_log.md).  A full stack on free grows beyond
-// a batch only if the class was also refilled since the last one: an ID
-// that only frees a class (a consumer of objects another thread
-// allocates) would otherwise fill its budget with objects it never reuses,
-// so it sends them home a batch at a time instead (tcmalloc's thread
-// caches do the same: frees alone never grow a list past a batch).  Every
+// up to 1.4 MiB (1.0 MiB at its exit; docs/benchmarks/tuning_log.md).  A
+// full stack on free grows beyond a batch only if the class was also
+// refilled since the last one: an ID that only frees a class (a consumer
+// of objects another thread allocates) would otherwise fill its budget
+// with objects it never reuses, so it sends them home a batch at a time
+// instead (tcmalloc's thread caches do the same: frees alone never grow a
+// list past a batch).  Every
 // kSweepEvents slow-path events, classes that had no dense miss since the
 // last such sweep shrink by a batch, down to SparseBatch, and give the
 // excess back.

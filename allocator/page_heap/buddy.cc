@@ -19,7 +19,6 @@ namespace {
 
 constexpr uint32_t kMaxReserveChunks = 32;
 
-
 // ---- Per-order chunk lists ------------------------------------------------
 void ListInsert(NodeHeap* h, ChunkInfo* c, int k) {
   if (c->listed_orders & (1u << k)) return;
@@ -101,15 +100,19 @@ bool Grow(NodeHeap* h) {
 }
 
 // ---- Buddy allocation -----------------------------------------------------
+// The lowest order from k up with a free block in h; kMaxOrder + 1 if none.
+int LowestFreeOrder(const NodeHeap* h, int k) {
+  while (k <= kMaxOrder && h->order_head[k] == nullptr) ++k;
+  return k;
+}
+
 // Takes a free block of order k; returns its chunk and first page.
 bool TakeBlock(NodeHeap* h, int k, Reserve reserve, ChunkInfo** chunk,
                uint32_t* page) {
-  int j = k;
-  while (j <= kMaxOrder && h->order_head[j] == nullptr) ++j;
-  if (j > k && h->parked_pages != 0) {
+  int j = LowestFreeOrder(h, k);
+  if (j > k && h->parked_pages != 0) {  // A split: the parked run first.
     Unpark(h);
-    j = k;
-    while (j <= kMaxOrder && h->order_head[j] == nullptr) ++j;
+    j = LowestFreeOrder(h, k);
   }
   if (j > kMaxOrder) {
     if (reserve == Reserve::kFreeBlocksOnly || !Grow(h)) return false;
@@ -180,9 +183,9 @@ void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
 // heap's pages that would split a block (or grow the heap), growth in place
 // in its chunk, and malloc_trim merge it first, so that the buddy heap
 // places blocks nearly as it would without it (an allocation that finds a
-// free block of its order leaves it parked): merged only when the heap ran out
-// of blocks, parking made realloc_growth reserve and touch more (41.0 ->
-// 43.0 MiB peak).  Only runs of up to kMaxParkedPages are parked: with the
+// free block of its order leaves it parked): merged only when the heap ran
+// out of blocks, parking made realloc_growth reserve and touch more (41.0
+// -> 43.0 MiB peak).  Only runs of up to kMaxParkedPages are parked: with the
 // merge-before-split rule, 16 pages (128 KiB) left realloc_growth's peak
 // unchanged, 32 pages made it 44.8 MiB, 64 and 256 pages 42.8
 // (docs/benchmarks/tuning_log.md).
@@ -191,16 +194,6 @@ void Unpark(NodeHeap* h) {
   FreeRange(h, h->parked_chunk, h->parked_page, h->parked_pages);
   h->parked_pages = 0;
   h->parked_chunk = nullptr;
-}
-void ParkRunSlow(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
-  if (n > kMaxParkedPages) {
-    FreeRange(h, c, page, n);
-    return;
-  }
-  Unpark(h);
-  h->parked_chunk = c;
-  h->parked_page = page;
-  h->parked_pages = n;
 }
 
 // The order of the free block of c that contains page p, or -1 if p is in
@@ -215,8 +208,10 @@ int FreeOrderAt(const ChunkInfo* c, uint32_t p) {
 // Takes pages [page, page + n) of c if every one is free: each free block
 // that overlaps the range is taken whole and its parts outside the range
 // are freed again (their buddies lie inside the taken block, so they do not
-// merge into the range).  Called with h->lock held.
+// merge into the range).  The parked run's pages are not free blocks: if it
+// lies in c, it is merged first.
 bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
+  if (h->parked_chunk == c) Unpark(h);
   const uint32_t end = page + n;
   for (uint32_t p = page; p < end;) {
     const int k = FreeOrderAt(c, p);

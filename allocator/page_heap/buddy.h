@@ -71,7 +71,8 @@ inline uintptr_t TakePages(NodeHeap* h, uint32_t n, int order,
 }
 // Frees pages [page, page + n) of c, as naturally aligned blocks.
 void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
-// Takes pages [page, page + n) of c if every one is free (growth in place).
+// Takes pages [page, page + n) of c if every one is free (growth in place),
+// merging the parked run first if it lies in c.
 bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
 // The order of the free block of c that contains page p, or -1.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p);
@@ -79,20 +80,17 @@ int FreeOrderAt(const ChunkInfo* c, uint32_t p);
 // The parked run (buddy.cc): runs of up to this many pages freed last are
 // kept whole for the next allocation of the same length.
 inline constexpr uint32_t kMaxParkedPages = 16;
-// Parks the freed run [page, page + n) of c (merging the one parked
-// before), or frees it into the buddy heap if it is longer.
-void ParkRunSlow(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
-inline void ParkRun(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
-  if (n <= kMaxParkedPages && h->parked_pages == 0) {
-    h->parked_chunk = c;
-    h->parked_page = page;
-    h->parked_pages = n;
-    return;
-  }
-  ParkRunSlow(h, c, page, n);
-}
 // Frees the parked run into the buddy heap, if there is one.
 void Unpark(NodeHeap* h);
+// Parks the freed run [page, page + n) of c (merging the one parked
+// before), or frees it into the buddy heap if it is longer.
+inline void ParkRun(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
+  if (n > kMaxParkedPages) return FreeRange(h, c, page, n);
+  if (h->parked_pages != 0) Unpark(h);
+  h->parked_chunk = c;
+  h->parked_page = page;
+  h->parked_pages = n;
+}
 
 // Aborts unless h's buddy state is consistent: lists, counts, merged
 // buddies, released bits only on free pages, the parked run.

@@ -19,9 +19,10 @@
 // mapping's pages are all in use until it is freed, so there is no idle
 // time to wait for).  malloc_trim unmaps them all.
 //
-// Locking: every function here runs under the lock of the node's arena-0 heap; the mappings
-// they take off the cache are handed back to the caller as a list (through
-// cache_older) to unmap after letting go of the lock (UnmapDetached).
+// Locking: every function here runs under the lock of the node's arena-0
+// heap; the mappings they take off the cache are handed back to the caller
+// as a list (through cache_older) to unmap after letting go of the lock
+// (UnmapDetached).
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_HUGE_CACHE_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_HUGE_CACHE_H_
 

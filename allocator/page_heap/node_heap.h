@@ -22,9 +22,10 @@ struct alignas(64) NodeHeap {
   // Everything below is guarded by `lock`.
   ChunkInfo* order_head[kMaxOrder + 1] = {};
   // The page run freed last, kept whole (not merged into the buddy heap)
-  // for an allocation of the same length: page_heap.cc, ParkRun.  Its
-  // pages count as neither free nor in use; parked_pages is 0 when there
-  // is none.
+  // for an allocation of the same length (buddy.h, ParkRun); parked_pages
+  // is 0 when there is none.  Its pages are not free blocks (free_pages
+  // leaves them out) but count as committed free memory
+  // (CommittedFreePages) and in the stats' free bytes.
   ChunkInfo* parked_chunk = nullptr;
   uint32_t parked_page = 0;
   uint32_t parked_pages = 0;

@@ -36,6 +36,14 @@ size_t KeepPages(const NodeHeap* h) {
   const size_t keep = g_config->release_threshold >> kPageShift;
   return ArenaOf(h) == 0 ? keep : keep / kArenasPerNode;
 }
+// Calls f(h) for every heap of the nodes in use, by node, then arena (the
+// lock order).
+template <class F>
+void ForEachHeapInUse(F f) {
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (NodeHeap& h : g_heaps[node]) f(&h);
+  }
+}
 // Automatic release only returns blocks of at least this order (128 KiB),
 // so it stays cheap and leaves small free runs, likely reused, resident.
 constexpr int kAutoReleaseMinOrder = 4;
@@ -235,7 +243,6 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
     FreeRange(h, c, page + want, n - want);
   } else if (want > n) {
     if (page + want > kPagesPerChunk) return false;
-    if (h->parked_chunk == c) Unpark(h);
     if (!TakeRange(h, c, page + n, want - n)) return false;
   }
   // Read by LargeUsableSize and FreeLarge of the owner only (see chunk.h).
@@ -259,34 +266,29 @@ size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
 
 size_t ReleaseFreeMemory(size_t keep_bytes) {
   size_t released = 0;
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (NodeHeap& heap : g_heaps[node]) {
-      NodeHeap* h = &heap;
-      // Arena 0 keeps keep_bytes; the others return all they can.
-      const size_t keep = ArenaOf(h) == 0 ? keep_bytes : 0;
-      ChunkInfo* evicted;
-      {
-        os::SpinLockHolder hold(&h->lock);
-        Unpark(h);
-        released += ReleaseLocked(h, keep >> kPageShift, 0);
-        // The cached mappings keep what the buddy heap left of keep_bytes.
-        const size_t kept = CommittedFreeBytes(h);
-        evicted = CacheEvict(h, keep > kept ? keep - kept : 0);
-      }
-      released += UnmapDetached(evicted);
+  ForEachHeapInUse([&](NodeHeap* h) {
+    // Arena 0 keeps keep_bytes; the others return all they can.
+    const size_t keep = ArenaOf(h) == 0 ? keep_bytes : 0;
+    ChunkInfo* evicted;
+    {
+      os::SpinLockHolder hold(&h->lock);
+      Unpark(h);
+      released += ReleaseLocked(h, keep >> kPageShift, 0);
+      // The cached mappings keep what the buddy heap left of keep_bytes.
+      const size_t kept = CommittedFreeBytes(h);
+      evicted = CacheEvict(h, keep > kept ? keep - kept : 0);
     }
-  }
+    released += UnmapDetached(evicted);
+  });
   return released;
 }
 
 void RunAutomaticRelease() {
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (NodeHeap& h : g_heaps[node]) {
-      UnmapAtExit evicted;
-      os::SpinLockHolder hold(&h.lock);
-      evicted.list = MaybeRelease(&h);
-    }
-  }
+  ForEachHeapInUse([](NodeHeap* h) {
+    UnmapAtExit evicted;
+    os::SpinLockHolder hold(&h->lock);
+    evicted.list = MaybeRelease(h);
+  });
 }
 
 void GetNodeStats(int node, NodeStats* out) {
@@ -316,25 +318,19 @@ void CheckInvariants() {
 // the topology is known (api/alloc.cc), and the heaps of the other nodes
 // stay untouched.
 void ForkPrepare() {
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (NodeHeap& h : g_heaps[node]) h.lock.Lock();
-  }
+  ForEachHeapInUse([](NodeHeap* h) { h->lock.Lock(); });
   PagemapForkPrepare();
   MetaForkPrepare();
 }
 void ForkParent() {
   MetaForkParent();
   PagemapForkParent();
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (NodeHeap& h : g_heaps[node]) h.lock.Unlock();
-  }
+  ForEachHeapInUse([](NodeHeap* h) { h->lock.Unlock(); });
 }
 void ForkChild() {
   MetaForkChild();
   PagemapForkChild();
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (NodeHeap& h : g_heaps[node]) h.lock.ResetAfterFork();
-  }
+  ForEachHeapInUse([](NodeHeap* h) { h->lock.ResetAfterFork(); });
 }
 
 }  // namespace cidmalloc::page_heap

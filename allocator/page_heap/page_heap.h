@@ -41,7 +41,7 @@ uintptr_t AllocSpan(int node, int order, bool* zeroed);
 void FreeSpan(ChunkInfo* chunk, uintptr_t start, int order);
 
 // Allocations above the largest size class: a page run (up to a chunk),
-// from the node's heap `arena` (taken modulo kArenasPerNode, node_heap.h),
+// from the node's heap `arena` (taken modulo kArenasPerNode, chunk.h),
 // or a mapping of their own.  `align` is a power of two.  nullptr with
 // ENOMEM.
 void* AllocLarge(int node, int arena, size_t bytes, size_t align,

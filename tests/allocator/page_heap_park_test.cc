@@ -88,11 +88,10 @@ TEST_F(PageHeapPark, OnlyRunsUpToTheLimitAreParked) {
   bool zeroed;
   const uintptr_t big = Alloc(17, &zeroed);
   Free(big);
-  ph::NodeStats stats;
-  ph::GetNodeStats(0, &stats);
   // Nothing parked: every free page is in the buddy heap, so a trim that
   // keeps nothing returns them all.
   ph::ReleaseFreeMemory(0);
+  ph::NodeStats stats;
   ph::GetNodeStats(0, &stats);
   EXPECT_EQ(stats.released_bytes, stats.free_bytes);
 }
