@@ -99,6 +99,51 @@ fail:
   CIDMALLOC_RSEQ_MISMATCH_HANDLER
 }
 
+// The node-qualified pop and push of the allocator's inline fast paths on
+// a multi-node machine: the sections of Pop / Push<IdKind::kNodeQualified>
+// (with their bound checks), but, as the mm_cid ones above, an abort fails
+// them instead of restarting them.  The push fails unless the thread runs
+// on `node`.
+__attribute__((always_inline)) inline bool PopQualifiedOnce(
+    void* const* table, uintptr_t offset, void** item) {
+  uint64_t id, n;
+  uintptr_t s;
+  void* v;
+  asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_POP_ASM, "")
+                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
+                      [v] CIDMALLOC_RSEQ_POP_V(v)
+                    : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS, [table] "r"(table),
+                      [offset] "r"(offset)
+                    : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"
+                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+  *item = v;
+  return true;
+abort:
+fail:
+  CIDMALLOC_RSEQ_FAIL_BARRIER();
+  return false;
+  CIDMALLOC_RSEQ_MISMATCH_HANDLER
+}
+
+__attribute__((always_inline)) inline bool PushQualifiedOnce(
+    void* const* table, uintptr_t offset, void* item, int32_t node) {
+  uint64_t id, n;
+  uintptr_t s;
+  asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_PUSH_ASM,
+                                                 CIDMALLOC_RSEQ_CS_CHECK_NODE)
+                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
+                    : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS, [table] "r"(table),
+                      [offset] "r"(offset), [item] "r"(item), [node] "r"(node)
+                    : "rax", "memory", "cc"
+                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+  return true;
+abort:
+fail:
+  CIDMALLOC_RSEQ_FAIL_BARRIER();
+  return false;
+  CIDMALLOC_RSEQ_MISMATCH_HANDLER
+}
+
 // Pops the top of the stack into *item.
 template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kChecked>
 __attribute__((always_inline)) inline bool Pop(void* const* table,

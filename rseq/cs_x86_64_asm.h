@@ -145,6 +145,13 @@
 #define CIDMALLOC_RSEQ_CS_AREA_INPUT \
   [area] "m"(::cidmalloc::rseq::g_process.area_offset)
 
+// The node-qualified sections' shared operands, for those without a
+// restart loop (PopQualifiedOnce, PushQualifiedOnce).
+#define CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS                         \
+  [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
+      [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
+      [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
+
 // Memory operands only: a section that does not use one costs nothing.
 #define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
   [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \

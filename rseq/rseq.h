@@ -356,6 +356,36 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 #endif
 }
 
+// The node-qualified sections of inline fast paths: PopUnchecked /
+// PushUnchecked<IdKind::kNodeQualified> (bounds checked, so any table of
+// NumIds() entries will do), except that an abort fails them instead of
+// restarting them, for a caller whose slow path tries again anyway (a
+// restart loop costs the inline caller a register and an instruction).
+inline bool PopQualifiedOnce(void* const* table, uintptr_t offset,
+                             void** item) {
+#if CIDMALLOC_RSEQ_X86_64
+  return cs::PopQualifiedOnce(table, offset, item);
+#else
+  (void)table;
+  (void)offset;
+  (void)item;
+  return false;
+#endif
+}
+
+inline bool PushQualifiedOnce(void* const* table, uintptr_t offset,
+                              void* item, int node) {
+#if CIDMALLOC_RSEQ_X86_64
+  return cs::PushQualifiedOnce(table, offset, item, node);
+#else
+  (void)table;
+  (void)offset;
+  (void)item;
+  (void)node;
+  return false;
+#endif
+}
+
 // Soft IDs under the owner protocol (none mode; soft_ids.h): a pop or push
 // on the calling thread's own soft ID, inline, with no lock and no atomic
 // read-modify-write.  False when the thread cannot use the protocol right

@@ -151,29 +151,15 @@ bool Initialized() {
 }
 
 void* AllocSmallSlow(uint32_t stack_offset) noexcept {
+  // None mode's fast path, apart from AllocSmallMiss, whose saved
+  // registers it would otherwise pay for.
   void* p;
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified) &&
-      CIDMALLOC_LIKELY(front_end::TryAllocAt<rseq::IdKind::kNodeQualified>(
-          stack_offset, &p))) {
+  if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
+      CIDMALLOC_LIKELY(front_end::TryAllocSoft(stack_offset, &p))) {
     static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
     return p;
   }
-  return AllocSmallFull(front_end::ClassOfStackOffset(stack_offset));
-}
-
-void* AllocSmallFull(int cls) noexcept {
-  // None mode's fast path, here rather than in AllocSmallSlow, whose
-  // node-qualified pop then stays as it was (a test there cost that path
-  // two instructions and 2-4 %), and apart from AllocSmallMiss, whose
-  // saved registers it would otherwise pay for.
-  void* p;
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
-      CIDMALLOC_LIKELY(
-          front_end::TryAllocSoft(front_end::kLayout.offset[cls], &p))) {
-    static_cast<uintptr_t*>(p)[1] = 0;
-    return p;
-  }
-  return AllocSmallMiss(cls);
+  return AllocSmallMiss(front_end::ClassOfStackOffset(stack_offset));
 }
 
 void* AllocSmallMiss(int cls) noexcept {
@@ -246,26 +232,14 @@ void FreeSmallUnmarked(void* p) noexcept {
 void FreeSmallSlow(void* p) noexcept {
   // The span tag again (two loads the inline path just made, so L1 hits):
   // free()'s inline path then keeps neither the tag nor the class live for
-  // its slow paths (passing either cost it a register copy).  The
-  // node-qualified push fails unless the thread runs on the object's node,
-  // so a remote object goes on to the full path.
+  // its slow paths (passing either cost it a register copy).
   const uint32_t tag = page_heap::LookupSpanTag(reinterpret_cast<uintptr_t>(p));
-  if (CIDMALLOC_LIKELY(FastFlags() & kFastQualified) &&
-      CIDMALLOC_LIKELY(front_end::TryFreeAt<rseq::IdKind::kNodeQualified>(
-          central::TagPayload(tag), p, central::TagNode(tag)))) {
-    return;
-  }
-  return FreeSmallFull(p, central::TagClass(tag));
-}
-
-void FreeSmallFull(void* p, int cls) noexcept {
-  // None mode's fast path (see AllocSmallFull).
+  // None mode's fast path (see AllocSmallSlow).
   if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
-      CIDMALLOC_LIKELY(
-          front_end::TryFreeSoft(front_end::kLayout.offset[cls], p))) {
+      CIDMALLOC_LIKELY(front_end::TryFreeSoft(central::TagPayload(tag), p))) {
     return;
   }
-  return FreeSmallMiss(p, cls);
+  return FreeSmallMiss(p, central::TagClass(tag));
 }
 
 void FreeSmallMiss(void* p, int cls) noexcept {

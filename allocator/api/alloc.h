@@ -46,8 +46,10 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 //   kFastFree       kFastAlloc, and one NUMA node (with several, free must
 //                   check the object's node, which the slow path does);
 //   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
-//                   counting: the slow paths start with the node-qualified
-//                   sections, one call away from the inline fast path.
+//                   counting: the inline paths run the node-qualified
+//                   sections (front_end::TryAllocQualified, which check
+//                   their bounds; free's push insists on the object's
+//                   node), placed after the cid path's ret like cpu mode's;
 //   kFastSoft       none mode, one node, and not counting: the full slow
 //                   paths start with the owner protocol's pop and push on
 //                   the thread's own soft ID (rseq/soft_ids.h), which fail
@@ -97,20 +99,15 @@ inline bool MarkFree(void* p, uintptr_t state) {
 }
 
 // Slow paths.  AllocSmallSlow (which takes only the class's stack offset)
-// and FreeSmallSlow start with the node-qualified sections (kFastQualified:
-// the fast path of a multi-node machine, one tail call away from the
-// inline one) and tail-call the full slow paths, AllocSmallFull and
-// FreeSmallFull, when those fail or do not apply.  These are only the
-// soft-ID owner protocol's pop and push (kFastSoft: none mode's fast
-// path, two tail calls away), and tail-call AllocSmallMiss and
-// FreeSmallMiss, which do the rest: the caches of any mode, refills and
-// flushes, counting.
+// and FreeSmallSlow start with the soft-ID owner protocol's pop and push
+// (kFastSoft: none mode's fast path, one tail call away from the inline
+// one) and tail-call AllocSmallMiss and FreeSmallMiss, which do the rest:
+// the caches of any mode, refills and flushes, remote objects, counting.
 // All noexcept (they report failures through errno or abort): a noexcept
 // caller such as operator delete can then reach them by a tail jump too,
 // without a stack frame on its fast path.
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void* AllocSmallSlow(
     uint32_t stack_offset) noexcept;
-CIDMALLOC_NOINLINE void* AllocSmallFull(int cls) noexcept;
 CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
 // What a large allocation's bytes must be: anything, or zero (calloc).
 enum class Fill : uint8_t { kAny, kZero };
@@ -123,7 +120,6 @@ CIDMALLOC_NOINLINE void FreeNotSmallStart(void* p) noexcept;
 // kFastFree is off: the double-free check and mark, then FreeSmallSlow.
 CIDMALLOC_NOINLINE void FreeSmallUnmarked(void* p) noexcept;
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(void* p) noexcept;
-CIDMALLOC_NOINLINE void FreeSmallFull(void* p, int cls) noexcept;
 CIDMALLOC_NOINLINE void FreeSmallMiss(void* p, int cls) noexcept;
 // Report and abort.  Not declared [[noreturn]] so that the fast path
 // reaches them by a tail jump, without keeping its stack aligned for a call.
@@ -131,8 +127,9 @@ CIDMALLOC_NOINLINE void DoubleFree(const char* who, void* p) noexcept;
 CIDMALLOC_NOINLINE void InvalidPointer(const char* who, void* p) noexcept;
 
 // The pop alone: false when the fast path is off or the stack is empty.
-// Cpu mode's pop (the wide section on cpu_id) is inline too, placed after
-// the function's hot path: off the cid path but for the branch's target.
+// The node-qualified pop and cpu mode's (the wide section on cpu_id) are
+// inline too, placed after the function's hot path: off the one-node cid
+// path but for the branch's target.
 __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
                                                      void** p) {
   // The flags in a register: an empty asm keeps GCC from testing them in
@@ -145,6 +142,13 @@ __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
   if (CIDMALLOC_LIKELY(state & kFastAlloc)) {
     if (CIDMALLOC_LIKELY(front_end::TryAllocCid(stack_offset, p))) {
       static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
+      return true;
+    }
+    return false;
+  }
+  if (state & kFastQualified) {
+    if (CIDMALLOC_LIKELY(front_end::TryAllocQualified(stack_offset, p))) {
+      static_cast<uintptr_t*>(*p)[1] = 0;
       return true;
     }
     return false;
@@ -222,8 +226,9 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
   // below, which the compiler must otherwise assume may change g_state.
   // The flag first: the mark is then computed in the loaded register.
   const uintptr_t state = g_state;
-  // The mark and the push of cid mode, or (placed after the hot path) of
-  // cpu mode.
+  // The mark and the push of cid mode on one node, or (placed after the
+  // hot path) of node-qualified IDs, which pushes only on the object's
+  // node (elsewhere the slow path sends it home), or of cpu mode.
   const auto mark_and_push = [&](auto push) {
     if (CIDMALLOC_UNLIKELY(!MarkFree(ptr, state))) {
       return DoubleFree("free()", ptr);
@@ -234,6 +239,11 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
   if (CIDMALLOC_LIKELY(state & kFastFree)) {
     return mark_and_push(
         [](uintptr_t off, void* q) { return front_end::TryFreeCid(off, q); });
+  }
+  if (state & kFastQualified) {
+    return mark_and_push([tag](uintptr_t off, void* q) {
+      return front_end::TryFreeQualified(off, q, central::TagNode(tag));
+    });
   }
   if (state & kFastCpuFree) {
     return mark_and_push(

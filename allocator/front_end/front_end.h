@@ -256,6 +256,17 @@ inline bool TryFreeCid(uintptr_t stack_offset, void* p) {
       g_slabs, stack_offset, p);
 }
 
+// The inline fast paths' sections with node-qualified IDs (cid mode on
+// several nodes): TryAllocAt / TryFreeAt<kNodeQualified> without the
+// restart loop (rseq::PopQualifiedOnce).  The push fails unless the thread
+// runs on `node`, the object's node.
+inline bool TryAllocQualified(uintptr_t stack_offset, void** p) {
+  return rseq::PopQualifiedOnce(g_slabs, stack_offset, p);
+}
+inline bool TryFreeQualified(uintptr_t stack_offset, void* p, int node) {
+  return rseq::PushQualifiedOnce(g_slabs, stack_offset, p, node);
+}
+
 // None mode's fast paths: the calling thread's own soft ID under the owner
 // protocol (rseq::SoftOwnerPop / Push).  False on any failure.
 inline bool TryAllocSoft(uint32_t stack_offset, void** p) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Side-by-side A/B of malloc_bench under several allocator libraries.
 
-  bench/alloc/ab_libs.py N FILTER name=/abs/lib.so [name=/abs/lib.so ...]
+  bench/alloc/ab_libs.py N FILTER name=/abs/lib.so[,VAR=VALUE...] [...]
 
 Runs bazel-bin/bench/alloc/malloc_bench (build it with -c opt first) under
 each library in turn (LD_PRELOAD; the name glibc=glibc means no preload), N
@@ -11,7 +11,10 @@ Prints a markdown table of each row's minimum ns per malloc+free pair
 (CPU time / pairs_per_iter) and its ratio to the first library's, and the
 geometric mean of those ratios.  Lighter than compare.sh (which also runs
 the four other allocators and the rseq floor) when only two builds of
-cidmalloc are compared.  Library paths must be absolute.
+cidmalloc are compared.  Library paths must be absolute.  VAR=VALUE
+pairs after a library set environment variables for its runs only, e.g.
+q=/tmp/a.so,CIDMALLOC_RSEQ_NODE_IDS=on beside a=/tmp/a.so compares one
+build with and without a knob.
 """
 import collections
 import json
@@ -28,12 +31,17 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     rounds, flt = int(sys.argv[1]), sys.argv[2]
-    libs = [a.split('=', 1) for a in sys.argv[3:]]
+    libs = []
+    for arg in sys.argv[3:]:
+        name, spec = arg.split('=', 1)
+        lib, *assignments = spec.split(',')
+        libs.append((name, lib, dict(a.split('=', 1) for a in assignments)))
     best = collections.defaultdict(dict)
     rows = []
     for _ in range(rounds):
-        for name, lib in libs:
+        for name, lib, extra_env in libs:
             env = dict(os.environ)
+            env.update(extra_env)
             if lib != 'glibc':
                 env['LD_PRELOAD'] = lib
             out = subprocess.run(
@@ -46,7 +54,7 @@ def main():
                     rows.append(b['name'])
                 old = best[b['name']].get(name, float('inf'))
                 best[b['name']][name] = min(old, ns)
-    names = [n for n, _ in libs]
+    names = [n for n, _, _ in libs]
     first = names[0]
     print('| row | ' + ' | '.join(names) + ' | ' +
           ' | '.join(n + '/' + first for n in names[1:]) + ' |')

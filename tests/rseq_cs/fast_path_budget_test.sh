@@ -35,7 +35,10 @@ set -euo pipefail
 # each pop, for the item mask, and two to each push, for the new top word.)
 # The cid-mode inline sections (IdBound::kWideMmCid: mm_cid read through
 # the area offset, no ID-field offset load, no restart loop)
-# probe_pop_mm_cid 14, probe_push_mm_cid 16 (11, 13).
+# probe_pop_mm_cid 14, probe_push_mm_cid 16 (11, 13).  The node-qualified
+# inline sections (rseq.h, PopQualifiedOnce: node_id and mm_cid, both
+# bounds checked, node_id * cid_stride + mm_cid; the push compares node_id
+# with its node) probe_pop_qualified 21, probe_push_qualified 25 (18, 22).
 declare -A BUDGET=(
   [probe_pop]=22
   [probe_push]=24
@@ -44,6 +47,8 @@ declare -A BUDGET=(
   [probe_push_wide]=20
   [probe_pop_mm_cid]=16
   [probe_push_mm_cid]=18
+  [probe_pop_qualified]=23
+  [probe_push_qualified]=27
 )
 
 # Stores to memory inside the critical section (start_ip..commit): the
@@ -58,6 +63,8 @@ declare -A STORES=(
   [probe_push_wide]=2
   [probe_pop_mm_cid]=1
   [probe_push_mm_cid]=2
+  [probe_pop_qualified]=1
+  [probe_push_qualified]=2
 )
 
 die() {

@@ -61,6 +61,21 @@ bool probe_push_mm_cid(void* const* table, uintptr_t offset, void* item) {
       table, offset, item);
 }
 
+// The node-qualified inline sections (multi-node cid mode): no restart
+// loop, the bounds checked; the push insists on a node.
+PROBE(probe_pop_qualified)
+void* probe_pop_qualified(void* const* table, uintptr_t offset) {
+  void* item;
+  return cidmalloc::rseq::PopQualifiedOnce(table, offset, &item) ? item
+                                                                 : nullptr;
+}
+
+PROBE(probe_push_qualified)
+bool probe_push_qualified(void* const* table, uintptr_t offset, void* item,
+                          int node) {
+  return cidmalloc::rseq::PushQualifiedOnce(table, offset, item, node);
+}
+
 PROBE(probe_counter_add) void probe_counter_add(uintptr_t base, int64_t delta) {
   cidmalloc::rseq::CounterAdd(base, delta);
 }
@@ -86,6 +101,8 @@ PROBE_BOUNDS(probe_pop_wide)
 PROBE_BOUNDS(probe_push_wide)
 PROBE_BOUNDS(probe_pop_mm_cid)
 PROBE_BOUNDS(probe_push_mm_cid)
+PROBE_BOUNDS(probe_pop_qualified)
+PROBE_BOUNDS(probe_push_qualified)
 }
 
 namespace {
@@ -159,6 +176,12 @@ int main() {
                         __stop_sec_probe_pop_mm_cid, base) == 0;
   missing += PrintProbe("probe_push_mm_cid", __start_sec_probe_push_mm_cid,
                         __stop_sec_probe_push_mm_cid, base) == 0;
+  missing += PrintProbe("probe_pop_qualified",
+                        __start_sec_probe_pop_qualified,
+                        __stop_sec_probe_pop_qualified, base) == 0;
+  missing += PrintProbe("probe_push_qualified",
+                        __start_sec_probe_push_qualified,
+                        __stop_sec_probe_push_qualified, base) == 0;
   if (missing != 0) {
     fprintf(stderr, "fast_path_probe: %d probe(s) without a descriptor\n",
             missing);

@@ -123,6 +123,48 @@ TEST_F(RseqCsOps, Probes) {
   }
 }
 
+// The node-qualified sections of the allocator's inline paths: with
+// node-qualified IDs (section_qualified_test) they push only with the
+// node the thread runs on; with raw IDs they always fail, and store
+// nothing (num_nodes is 0).
+TEST_F(RseqCsOps, QualifiedOnceProbes) {
+  namespace r = ::cidmalloc::rseq;
+  if (r::CurrentMode() == r::Mode::kNone) GTEST_SKIP() << "no rseq";
+  void* const* t = table_.data();
+  const bool qualified = r::CurrentIdKind() == r::IdKind::kNodeQualified;
+  int64_t stored = 0, taken = 0, wrong_node = 0;
+  for (int round = 0; round < 25; ++round) {  // 50 of the kItems items
+    int32_t cpu = -1, node = -1;
+    probes::CpuNode(&cpu, &node);
+    // The thread may move to another node between the two calls: only
+    // totals are checked, and a push with the current node fails then.
+    stored += probes::PushQualifiedOnce(t, 0, Item(), node);
+    wrong_node += probes::PushQualifiedOnce(t, 0, Item(), node + 1);
+    void* item = nullptr;
+    taken += probes::PopQualifiedOnce(t, 0, &item);
+    if (round % 2 == 0) {
+      void* more = nullptr;
+      taken += probes::PopQualifiedOnce(t, 0, &more);
+    }
+  }
+  if (qualified) {
+    EXPECT_GT(stored, 20);
+    EXPECT_GT(taken, 20);
+  } else {
+    EXPECT_EQ(stored, 0);
+    EXPECT_EQ(taken, 0);
+  }
+  // node + 1 is no node the thread runs on; with several nodes, unless it
+  // moved there between the two calls.
+  if (r::Process().num_nodes <= 1) {
+    EXPECT_EQ(wrong_node, 0);
+  } else {
+    EXPECT_LE(wrong_node, 2);
+  }
+  EXPECT_EQ(StackedItems(),
+            static_cast<uint64_t>(stored + wrong_node - taken));
+}
+
 TEST_F(RseqCsOps, PublicOperations) {
   namespace r = ::cidmalloc::rseq;
   void* const* t = table_.data();

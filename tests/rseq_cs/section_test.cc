@@ -80,6 +80,19 @@ bool PushMmCid(void* const* table, uintptr_t offset, void* item) {
   return cs::PushMmCid(table, offset, item);
 }
 
+// The allocator's inline sections with node-qualified IDs (no restart
+// loop; the push insists on a node).
+CS_PROBE(sec_cs_pop_qualified_once)
+bool PopQualifiedOnce(void* const* table, uintptr_t offset, void** item) {
+  return cs::PopQualifiedOnce(table, offset, item);
+}
+
+CS_PROBE(sec_cs_push_qualified_once)
+bool PushQualifiedOnce(void* const* table, uintptr_t offset, void* item,
+                       int32_t node) {
+  return cs::PushQualifiedOnce(table, offset, item, node);
+}
+
 CS_PROBE(sec_cs_pop_batch)
 uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
                   uint32_t want) {

@@ -47,6 +47,8 @@ CS_BOUNDS(const char, sec_cs_pop_wide)
 CS_BOUNDS(const char, sec_cs_push_wide)
 CS_BOUNDS(const char, sec_cs_pop_mm_cid)
 CS_BOUNDS(const char, sec_cs_push_mm_cid)
+CS_BOUNDS(const char, sec_cs_pop_qualified_once)
+CS_BOUNDS(const char, sec_cs_push_qualified_once)
 CS_BOUNDS(const char, sec_cs_pop_batch)
 CS_BOUNDS(const char, sec_cs_push_batch)
 CS_BOUNDS(const char, sec_cs_cpu_node)
@@ -64,6 +66,9 @@ bool PopWide(void* const* table, uintptr_t offset, void** item);
 bool PushWide(void* const* table, uintptr_t offset, void* item);
 bool PopMmCid(void* const* table, uintptr_t offset, void** item);
 bool PushMmCid(void* const* table, uintptr_t offset, void* item);
+bool PopQualifiedOnce(void* const* table, uintptr_t offset, void** item);
+bool PushQualifiedOnce(void* const* table, uintptr_t offset, void* item,
+                       int32_t node);
 uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
                   uint32_t want);
 uint32_t PushBatch(void* const* table, uintptr_t offset, void* const* in,
@@ -101,6 +106,10 @@ inline std::vector<Kind> Kinds() {
        Ending::kCommitStore},
       {"push_mm_cid", __start_sec_cs_push_mm_cid, __stop_sec_cs_push_mm_cid,
        Ending::kCommitStore},
+      {"pop_qualified_once", __start_sec_cs_pop_qualified_once,
+       __stop_sec_cs_pop_qualified_once, Ending::kCommitStore},
+      {"push_qualified_once", __start_sec_cs_push_qualified_once,
+       __stop_sec_cs_push_qualified_once, Ending::kCommitStore},
       {"pop_batch", __start_sec_cs_pop_batch, __stop_sec_cs_pop_batch,
        Ending::kCommitStore},
       {"push_batch", __start_sec_cs_push_batch, __stop_sec_cs_push_batch,
