@@ -12,6 +12,8 @@
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/node_heap.h"
 
+#define CIDMALLOC_PAGE_HEAP_NOINLINE __attribute__((noinline))
+
 namespace cidmalloc::page_heap {
 
 constinit NodeHeap g_heaps[os::kMaxNodes][kArenasPerNode];
@@ -24,7 +26,9 @@ namespace {
 // lock is let go.
 struct UnmapAtExit {
   ChunkInfo* list = nullptr;
-  ~UnmapAtExit() { UnmapDetached(list); }
+  ~UnmapAtExit() {
+    if (list != nullptr) UnmapDetached(list);
+  }
 };
 
 // The committed free pages the automatic release leaves a heap: arena 0
@@ -137,14 +141,19 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
 // a threshold more is free: without that, every free of a span would
 // rescan every chunk for nothing.  The clock is read only past the
 // threshold.
-[[nodiscard]] ChunkInfo* MaybeRelease(NodeHeap* h) {
+// Whether a release pass has nothing to do, by the first test of
+// MaybeReleaseSlow: every free takes it, inline.
+bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
+  return committed <= keep || committed <= h->release_floor + keep / 2;
+}
+
+[[nodiscard]] CIDMALLOC_PAGE_HEAP_NOINLINE ChunkInfo* MaybeReleaseSlow(
+    NodeHeap* h) {
   ChunkInfo* const evicted =
       h->cache_bytes != 0 ? CacheEvict(h, CacheLimit(h)) : nullptr;
   const size_t keep = KeepPages(h);
   const size_t committed = CommittedFreePages(h);
-  if (committed <= keep || committed <= h->release_floor + keep / 2) {
-    return evicted;
-  }
+  if (NothingToRelease(h, keep, committed)) return evicted;
   size_t idle = committed;
   const uint32_t delay_ms = g_config->release_delay_ms;
   const uint64_t now_ms = delay_ms != 0 ? os::MonotonicMs() : 0;
@@ -159,10 +168,21 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
   return evicted;
 }
 
+// MaybeReleaseSlow's common case inline: no cached mapping and nothing
+// past the threshold (a call and a release pass's set-up were a sixth of a
+// 72 KiB pair).
+[[nodiscard]] inline ChunkInfo* MaybeRelease(NodeHeap* h) {
+  if (h->cache_bytes == 0 &&
+      NothingToRelease(h, KeepPages(h), CommittedFreePages(h))) {
+    return nullptr;
+  }
+  return MaybeReleaseSlow(h);
+}
+
+// The smallest k with 2^k >= pages (pages >= 1): a count of leading zeros
+// (the loop it replaces took 24 instructions for a 72 KiB run).
 int OrderFor(size_t pages) {
-  int k = 0;
-  while ((size_t{1} << k) < pages) ++k;
-  return k;
+  return pages <= 1 ? 0 : 64 - __builtin_clzll(pages - 1);
 }
 
 }  // namespace
