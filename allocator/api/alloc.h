@@ -43,14 +43,15 @@ extern bool g_counting CIDMALLOC_HIDDEN;
 //                   sections read mm_cid at its place in the rseq area
 //                   (front_end::TryAllocCid), one load fewer than through
 //                   the ID field's offset;
-//   kFastFree       kFastAlloc, and one NUMA node (with several, free must
-//                   check the object's node, which the slow path does);
+//   kFastFree       kFastAlloc, and one NUMA node (with several, the IDs
+//                   are node-qualified and free's push checks the
+//                   object's node: kFastQualified);
 //   kFastQualified  node-qualified IDs (cid mode, several nodes), and not
 //                   counting: the inline paths run the node-qualified
 //                   sections (front_end::TryAllocQualified, which check
 //                   their bounds; free's push insists on the object's
 //                   node), placed after the cid path's ret like cpu mode's;
-//   kFastSoft       none mode, one node, and not counting: the full slow
+//   kFastSoft       none mode, one node, and not counting: the slow
 //                   paths start with the owner protocol's pop and push on
 //                   the thread's own soft ID (rseq/soft_ids.h), which fail
 //                   where the protocol is off.

@@ -131,6 +131,12 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
   return released;
 }
 
+// Whether a release pass has nothing to do, by the first test of
+// MaybeReleaseSlow: every free takes it, inline.
+bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
+  return committed <= keep || committed <= h->release_floor + keep / 2;
+}
+
 // Automatic release past the threshold: first the cached mappings that the
 // threshold no longer leaves room for (huge_cache.h), detached for the
 // caller to unmap once the lock is let go; then the committed free pages
@@ -141,12 +147,6 @@ size_t ReleaseLocked(NodeHeap* h, size_t keep_pages, int min_order) {
 // a threshold more is free: without that, every free of a span would
 // rescan every chunk for nothing.  The clock is read only past the
 // threshold.
-// Whether a release pass has nothing to do, by the first test of
-// MaybeReleaseSlow: every free takes it, inline.
-bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
-  return committed <= keep || committed <= h->release_floor + keep / 2;
-}
-
 [[nodiscard]] CIDMALLOC_PAGE_HEAP_NOINLINE ChunkInfo* MaybeReleaseSlow(
     NodeHeap* h) {
   ChunkInfo* const evicted =

@@ -1,8 +1,9 @@
 // tests/allocator_stress/background_thread_test.cc: the background thread
 // (CIDMALLOC_BACKGROUND_THREAD, allocator/api/background.h).
 //
-// The targets set CIDMALLOC_CACHE_IDLE_MS=50 and CIDMALLOC_RELEASE_DELAY_MS=50
-// (a tick of 25 ms) and CIDMALLOC_RELEASE_BYTES=0, and EXPECT_BACKGROUND:
+// The targets set CIDMALLOC_CACHE_IDLE_MS=50 (a tick of 25 ms),
+// CIDMALLOC_RELEASE_DELAY_MS=500, CIDMALLOC_RELEASE_BYTES=0 and
+// EXPECT_BACKGROUND:
 //   running  CIDMALLOC_BACKGROUND_THREAD=on: one thread called
 //            "cidmalloc-bg" starts one tick after start-up, from a slow
 //            path, with the program's signals blocked; once the program's
