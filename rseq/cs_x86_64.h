@@ -51,91 +51,79 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
   }
 }
 
-// The wide mm_cid pop and push (IdBound::kWideMmCid): the allocator's
-// inline fast paths.  An abort fails them like any other failure (the
-// caller's slow path tries again) instead of restarting them: with no
-// restart loop, GCC addresses g_process.area_offset RIP-relative, where
-// it hoisted g_process's address out of the loop into a register (a
-// `lea` more, and a register more live).  One operand of g_process only,
+// The pop and push of the allocator's inline fast paths, one section each:
+//   K = kRaw            the wide mm_cid sections (IdBound::kWideMmCid), on
+//                       one node;
+//   K = kNodeQualified  the node-qualified sections, with their bound
+//                       checks, on several nodes; the push fails unless
+//                       the thread runs on `node`.
+// An abort fails them like any other failure (the caller's slow path
+// tries again) instead of restarting them: with no restart loop, GCC
+// addresses g_process's fields RIP-relative, where it hoisted g_process's
+// address out of the loop into a register (a `lea` more, and a register
+// more live).  Only the g_process fields a section reads are operands,
 // for the same reason.
-__attribute__((always_inline)) inline bool PopMmCid(void* const* table,
+template <IdKind K>
+__attribute__((always_inline)) inline bool PopOnce(void* const* table,
+                                                   uintptr_t offset,
+                                                   void** item) {
+  static_assert(K != IdKind::kNone);
+  uint64_t id, n;
+  uintptr_t s;
+  void* v;
+#define CIDMALLOC_RSEQ_OUTPUTS \
+  : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] CIDMALLOC_RSEQ_POP_V(v)
+#define CIDMALLOC_RSEQ_REST                                               \
+  , [table] "r"(table), [offset] "r"(offset)                              \
+  : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"                            \
+  : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+  if constexpr (K == IdKind::kRaw) {
+    asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_POP_ASM)
+                      CIDMALLOC_RSEQ_OUTPUTS
+                      : CIDMALLOC_RSEQ_CS_AREA_INPUT CIDMALLOC_RSEQ_REST);
+  } else {
+    asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_POP_ASM, "")
+                      CIDMALLOC_RSEQ_OUTPUTS
+                      : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS CIDMALLOC_RSEQ_REST);
+  }
+#undef CIDMALLOC_RSEQ_OUTPUTS
+#undef CIDMALLOC_RSEQ_REST
+  *item = v;
+  return true;
+abort:
+fail:
+  CIDMALLOC_RSEQ_FAIL_BARRIER();
+  return false;
+  CIDMALLOC_RSEQ_MISMATCH_HANDLER
+}
+
+template <IdKind K>
+__attribute__((always_inline)) inline bool PushOnce(void* const* table,
                                                     uintptr_t offset,
-                                                    void** item) {
+                                                    void* item,
+                                                    int32_t node = 0) {
+  static_assert(K != IdKind::kNone);
   uint64_t id, n;
   uintptr_t s;
-  void* v;
-  asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_POP_ASM)
-                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
-                      [v] CIDMALLOC_RSEQ_POP_V(v)
-                    : CIDMALLOC_RSEQ_CS_AREA_INPUT, [table] "r"(table),
-                      [offset] "r"(offset)
-                    : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"
-                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
-  *item = v;
-  return true;
-abort:
-fail:
-  CIDMALLOC_RSEQ_FAIL_BARRIER();
-  return false;
-  CIDMALLOC_RSEQ_MISMATCH_HANDLER
-}
-
-__attribute__((always_inline)) inline bool PushMmCid(void* const* table,
-                                                     uintptr_t offset,
-                                                     void* item) {
-  uint64_t id, n;
-  uintptr_t s;
-  asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
-                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
-                    : CIDMALLOC_RSEQ_CS_AREA_INPUT, [table] "r"(table),
-                      [offset] "r"(offset), [item] "r"(item)
-                    : "rax", "memory", "cc"
-                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
-  return true;
-abort:
-fail:
-  CIDMALLOC_RSEQ_FAIL_BARRIER();
-  return false;
-  CIDMALLOC_RSEQ_MISMATCH_HANDLER
-}
-
-// The node-qualified pop and push of the allocator's inline fast paths on
-// a multi-node machine: the sections of Pop / Push<IdKind::kNodeQualified>
-// (with their bound checks), but, as the mm_cid ones above, an abort fails
-// them instead of restarting them.  The push fails unless the thread runs
-// on `node`.
-__attribute__((always_inline)) inline bool PopQualifiedOnce(
-    void* const* table, uintptr_t offset, void** item) {
-  uint64_t id, n;
-  uintptr_t s;
-  void* v;
-  asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_POP_ASM, "")
-                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),
-                      [v] CIDMALLOC_RSEQ_POP_V(v)
-                    : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS, [table] "r"(table),
-                      [offset] "r"(offset)
-                    : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"
-                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
-  *item = v;
-  return true;
-abort:
-fail:
-  CIDMALLOC_RSEQ_FAIL_BARRIER();
-  return false;
-  CIDMALLOC_RSEQ_MISMATCH_HANDLER
-}
-
-__attribute__((always_inline)) inline bool PushQualifiedOnce(
-    void* const* table, uintptr_t offset, void* item, int32_t node) {
-  uint64_t id, n;
-  uintptr_t s;
-  asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_PUSH_ASM,
-                                                 CIDMALLOC_RSEQ_CS_CHECK_NODE)
-                    : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
-                    : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS, [table] "r"(table),
-                      [offset] "r"(offset), [item] "r"(item), [node] "r"(node)
-                    : "rax", "memory", "cc"
-                    : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS);
+#define CIDMALLOC_RSEQ_OUTPUTS : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
+#define CIDMALLOC_RSEQ_REST                                               \
+  , [table] "r"(table), [offset] "r"(offset), [item] "r"(item)            \
+  : "rax", "memory", "cc"                                                 \
+  : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+  if constexpr (K == IdKind::kRaw) {
+    (void)node;
+    asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
+                      CIDMALLOC_RSEQ_OUTPUTS
+                      : CIDMALLOC_RSEQ_CS_AREA_INPUT CIDMALLOC_RSEQ_REST);
+  } else {
+    asm volatile goto(CIDMALLOC_RSEQ_QUALIFIED_ASM(CIDMALLOC_RSEQ_PUSH_ASM,
+                                                   CIDMALLOC_RSEQ_CS_CHECK_NODE)
+                      CIDMALLOC_RSEQ_OUTPUTS
+                      : CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS, [node] "r"(node)
+                        CIDMALLOC_RSEQ_REST);
+  }
+#undef CIDMALLOC_RSEQ_OUTPUTS
+#undef CIDMALLOC_RSEQ_REST
   return true;
 abort:
 fail:
@@ -151,7 +139,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
                                                void** item) {
   if constexpr (B == IdBound::kWideMmCid) {
     static_assert(K == IdKind::kRaw);
-    return PopMmCid(table, offset, item);
+    return PopOnce<IdKind::kRaw>(table, offset, item);
   }
   for (;;) {
     uint64_t id, n;
@@ -195,7 +183,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
   if constexpr (B == IdBound::kWideMmCid) {
     static_assert(K == IdKind::kRaw);
     (void)node;
-    return PushMmCid(table, offset, item);
+    return PushOnce<IdKind::kRaw>(table, offset, item);
   }
   for (;;) {
     uint64_t id, n;

@@ -141,12 +141,12 @@
   "cmpl %[node], %%eax\n\t"            /* if (eax != node) */             \
   "jne %l[fail]\n\t"                   /*   goto fail */
 
-// The wide mm_cid sections' only shared operand (PopMmCid, PushMmCid).
+// The wide mm_cid sections' only shared operand (PopOnce / PushOnce<kRaw>).
 #define CIDMALLOC_RSEQ_CS_AREA_INPUT \
   [area] "m"(::cidmalloc::rseq::g_process.area_offset)
 
 // The node-qualified sections' shared operands, for those without a
-// restart loop (PopQualifiedOnce, PushQualifiedOnce).
+// restart loop (PopOnce / PushOnce<kNodeQualified>).
 #define CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS                         \
   [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
       [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \

@@ -364,7 +364,7 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 inline bool PopQualifiedOnce(void* const* table, uintptr_t offset,
                              void** item) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::PopQualifiedOnce(table, offset, item);
+  return cs::PopOnce<IdKind::kNodeQualified>(table, offset, item);
 #else
   (void)table;
   (void)offset;
@@ -376,7 +376,7 @@ inline bool PopQualifiedOnce(void* const* table, uintptr_t offset,
 inline bool PushQualifiedOnce(void* const* table, uintptr_t offset,
                               void* item, int node) {
 #if CIDMALLOC_RSEQ_X86_64
-  return cs::PushQualifiedOnce(table, offset, item, node);
+  return cs::PushOnce<IdKind::kNodeQualified>(table, offset, item, node);
 #else
   (void)table;
   (void)offset;

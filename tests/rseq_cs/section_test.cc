@@ -72,25 +72,27 @@ bool PushWide(void* const* table, uintptr_t offset, void* item) {
 // place in the area, addressed from the area offset).
 CS_PROBE(sec_cs_pop_mm_cid)
 bool PopMmCid(void* const* table, uintptr_t offset, void** item) {
-  return cs::PopMmCid(table, offset, item);
+  return cs::PopOnce<::cidmalloc::rseq::IdKind::kRaw>(table, offset, item);
 }
 
 CS_PROBE(sec_cs_push_mm_cid)
 bool PushMmCid(void* const* table, uintptr_t offset, void* item) {
-  return cs::PushMmCid(table, offset, item);
+  return cs::PushOnce<::cidmalloc::rseq::IdKind::kRaw>(table, offset, item);
 }
 
 // The allocator's inline sections with node-qualified IDs (no restart
 // loop; the push insists on a node).
 CS_PROBE(sec_cs_pop_qualified_once)
 bool PopQualifiedOnce(void* const* table, uintptr_t offset, void** item) {
-  return cs::PopQualifiedOnce(table, offset, item);
+  return cs::PopOnce<::cidmalloc::rseq::IdKind::kNodeQualified>(table, offset,
+                                                                   item);
 }
 
 CS_PROBE(sec_cs_push_qualified_once)
 bool PushQualifiedOnce(void* const* table, uintptr_t offset, void* item,
                        int32_t node) {
-  return cs::PushQualifiedOnce(table, offset, item, node);
+  return cs::PushOnce<::cidmalloc::rseq::IdKind::kNodeQualified>(
+      table, offset, item, node);
 }
 
 CS_PROBE(sec_cs_pop_batch)
