@@ -242,8 +242,13 @@ TEST(TrimRelease, ReleaseWithoutTrim) {
     printf("after malloc_trim %.1f MiB\n", ToMiB(rss_freed));
   } else if (expect == "after_delay") {
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    // A page run: its free checks the delay.  (Through a volatile, or GCC
-    // drops the pair.)
+    // A page run: its free checks the delay of its own heap.  (Through a
+    // volatile, or GCC drops the pair.)  That heap is the arena of this
+    // thread's ID (page_heap.h), which need not be arena 0, where the
+    // spans' pages are; so what this free gives back is printed, not
+    // asserted (1 run in 12 at 7db0fac kept 171 MiB of 222 here), and the
+    // 40 % below is asked after the idle phase, whose span frees reach
+    // arena 0.  page_heap_release_test checks the delay within one heap.
     void* volatile run = malloc(512 * kKiB);
     ASSERT_NE(run, nullptr);
     free(run);
@@ -275,6 +280,7 @@ TEST(TrimRelease, ReleaseWithoutTrim) {
     EXPECT_LE(rss_idle, rss_start + total / 8)
         << "resident: start " << ToMiB(rss_start) << ", after the idle "
         << "periods " << ToMiB(rss_idle) << " MiB";
+    rss_freed = rss_idle;  // For the 40 % below.
   }
   // At least 40 % of what was allocated goes back.  Without malloc_trim
   // the objects cached in the parked threads' slabs keep their spans
