@@ -12,6 +12,7 @@
 #include "allocator/front_end/front_end.h"
 #include "allocator/front_end/slab_store.h"
 #include "allocator/os/spinlock.h"
+#include "allocator/page_heap/page_heap.h"
 #include "rseq/rseq.h"
 
 namespace cidmalloc::front_end {
@@ -155,6 +156,10 @@ uint32_t MaybeDrainIdle(uint64_t now) {
   if (period == 0 || os::t_spinlocks_held != 0) return 0;
   // One slow path per period scans: the one that moves the deadline.
   if (!ClaimPeriodEnd(&g_next_idle_scan_ms, now, period)) return 0;
+  // The page heap's automatic release of every arena: a free checks only
+  // its own (without this, the pages one arena's threads freed waited for
+  // a free into that arena; slow_path_release_test).
+  page_heap::RunAutomaticRelease(page_heap::LockWait::kSkipBusy);
   // A slow path does not wait for a drain or a slab's creation: it skips
   // the scan.
   if (!g_lock.TryLock()) return 0;

@@ -303,11 +303,16 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
   return released;
 }
 
-void RunAutomaticRelease() {
-  ForEachHeapInUse([](NodeHeap* h) {
-    UnmapAtExit evicted;
-    os::SpinLockHolder hold(&h->lock);
+void RunAutomaticRelease(LockWait wait) {
+  ForEachHeapInUse([wait](NodeHeap* h) {
+    UnmapAtExit evicted;  // After the unlock.
+    if (wait == LockWait::kSkipBusy) {
+      if (!h->lock.TryLock()) return;
+    } else {
+      h->lock.Lock();
+    }
     evicted.list = MaybeRelease(h);
+    h->lock.Unlock();
   });
 }
 

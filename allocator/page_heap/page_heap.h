@@ -73,11 +73,15 @@ size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);
 // node.  Returns the bytes released.
 size_t ReleaseFreeMemory(size_t keep_bytes);
 
-// The automatic release (the threshold and the delay) of every node, as a
-// free of a span or large block runs it on its own node: the background
-// thread's tick (api/background.h), so that memory that went idle goes back
-// on time in a process that frees nothing more.
-void RunAutomaticRelease();
+// The automatic release (the threshold and the delay) of every heap of
+// every node, as a free of a span or large block runs it on its own heap:
+// the background thread's tick (api/background.h), so that memory that
+// went idle goes back on time in a process that frees nothing more, and
+// the slow paths' idle scan (front_end.h, MaybeDrainIdle), so that pages
+// freed into one arena go back while only other arenas see frees.  kSkipBusy
+// passes over a heap whose lock is taken (a slow path does not wait).
+enum class LockWait : uint8_t { kWait, kSkipBusy };
+void RunAutomaticRelease(LockWait wait = LockWait::kWait);
 
 struct NodeStats {
   size_t mapped_bytes;    // Chunks reserved plus huge mappings.
