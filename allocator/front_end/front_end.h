@@ -223,29 +223,19 @@ inline constexpr uint32_t kSlabTableIds = rseq::kWideTableIds;
 static_assert(kMaxIds <= kSlabTableIds);
 extern void* g_slabs[kSlabTableIds] CIDMALLOC_HIDDEN;
 
-// Fast paths: one critical section each.  Only while the rseq mode is not
-// none, which the API layer's fast-path flag guarantees.
-// K is the process's rseq::IdKind (kRaw or kNodeQualified); a node-qualified
-// free pushes only while the thread runs on `node`, the object's node.
-template <rseq::IdKind K = rseq::IdKind::kRaw>
+// Fast paths: one critical section each, at a class's stack offset.  Only
+// while the rseq mode is not none, which the API layer's fast-path flags
+// guarantee.  TryAllocAt / TryFreeAt: the wide sections on the raw ID
+// field (cpu mode's inline paths; rseq::PopUnchecked).
 inline bool TryAllocAt(uintptr_t stack_offset, void** p) {
-  return rseq::PopUnchecked<K>(g_slabs, stack_offset, p);
+  return rseq::PopUnchecked(g_slabs, stack_offset, p);
 }
-template <rseq::IdKind K = rseq::IdKind::kRaw>
-inline bool TryAlloc(int cls, void** p) {
-  return TryAllocAt<K>(kLayout.offset[cls], p);
-}
-template <rseq::IdKind K = rseq::IdKind::kRaw>
-inline bool TryFreeAt(uintptr_t stack_offset, void* p, int node = 0) {
-  return rseq::PushUnchecked<K>(g_slabs, stack_offset, p, node);
-}
-template <rseq::IdKind K = rseq::IdKind::kRaw>
-inline bool TryFree(int cls, void* p, int node = 0) {
-  return TryFreeAt<K>(kLayout.offset[cls], p, node);
+inline bool TryFreeAt(uintptr_t stack_offset, void* p) {
+  return rseq::PushUnchecked(g_slabs, stack_offset, p);
 }
 
 // The inline fast paths' sections (cid mode, rseq::RawIdIsMmCid()): as
-// TryAllocAt / TryFreeAt<kRaw>, with the ID read from mm_cid at its fixed
+// TryAllocAt / TryFreeAt, with the ID read from mm_cid at its fixed
 // place in the rseq area (rseq::IdBound::kWideMmCid), one load fewer.
 inline bool TryAllocCid(uintptr_t stack_offset, void** p) {
   return rseq::PopUnchecked<rseq::IdKind::kRaw, rseq::IdBound::kWideMmCid>(
@@ -257,9 +247,9 @@ inline bool TryFreeCid(uintptr_t stack_offset, void* p) {
 }
 
 // The inline fast paths' sections with node-qualified IDs (cid mode on
-// several nodes): TryAllocAt / TryFreeAt<kNodeQualified> without the
-// restart loop (rseq::PopQualifiedOnce).  The push fails unless the thread
-// runs on `node`, the object's node.
+// several nodes): rseq::PopQualifiedOnce, bounds checked and without a
+// restart loop.  The push fails unless the thread runs on `node`, the
+// object's node.
 inline bool TryAllocQualified(uintptr_t stack_offset, void** p) {
   return rseq::PopQualifiedOnce(g_slabs, stack_offset, p);
 }
