@@ -9,8 +9,9 @@
 # compares what it produced with the same program on glibc's malloc:
 # python3 (dicts, sorting, joins, hashing; also PYTHONMALLOC=malloc), gcc
 # (compile a generated C file; binary and its output), git (a 200-file
-# repository: commit, log, gc, fsck), sort (~50 MB), perl (a big hash) and
-# the JVM (javac, then a thread pool with zlib and direct buffers).
+# repository: commit, log, gc, fsck), sort (~50 MB), perl (a big hash),
+# the JVM (javac, then a thread pool with zlib and direct buffers) and a
+# Redis server (pipelined fill and churn, a BGSAVE fork; its data set).
 # python3, sort and java run again under glibc.pthread.rseq=0 (cidmalloc
 # registers rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, python3 and
 # sort with rseq(2) denied by a seccomp filter (ENOSYS and EPERM; also gcc
@@ -112,6 +113,7 @@ check "git init/add/commit/log/gc/fsck, 200 files" check_git
 check "sort 50 MB" check_sort
 check "perl big hash" check_perl
 check "javac, then java: a thread pool, zlib, direct buffers" check_java
+check "redis server: fill, churn, BGSAVE fork, digest" check_redis
 
 for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   CIDMALLOC_RSEQ_MODE=none; do
@@ -122,6 +124,7 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] sort 50 MB" check_sort
   check "[$variant] javac, then java: a thread pool, zlib, direct buffers" \
     check_java
+  check "[$variant] redis server: fill, churn, BGSAVE fork, digest" check_redis
 done
 VARIANT=()
 
@@ -156,6 +159,8 @@ check "[background thread] sort 50 MB" check_sort
 check "[background thread] perl big hash" check_perl
 check "[background thread] javac, then java: a thread pool, zlib, direct buffers" \
   check_java
+check "[background thread] redis server: fill, churn, BGSAVE fork, digest" \
+  check_redis
 VARIANT=()
 
 check "static link (malloc = \"//:cidmalloc\"), every mode" check_static

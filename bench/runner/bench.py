@@ -159,7 +159,7 @@ class Bench:
                 missing.append(f"{lib} ({workloads.ALLOCATORS[a][1]}; "
                                "./cidmalloc setup installs it)")
         need = {"python": programs.PYTHON, "gcc": programs.GCC,
-                "sqlite": programs.SQLITE}
+                "sqlite": programs.SQLITE, "redis": programs.REDIS}
         for w in self.selected:
             if not w.binary and not shutil.which(need[w.name]):
                 missing.append(f"{need[w.name]} (for the {w.name} row)")
@@ -240,6 +240,7 @@ class Bench:
                 self.prog[w.name], r["stdout"], r["stderr"])
             rec["status"] = "ok" if ok else "failed"
             rec["reason"], rec["result"] = reason, result or ""
+            rec["metrics"] = workloads.parse_output(r["stdout"], "")[2]
             rec["ok_line"] = (r["stdout"].strip().splitlines() or [""])[-1][:200]
         if rec["status"] == "ok" and rec["result"]:
             ref = self.reference.setdefault(w.name, (alloc, rnd, rec["result"]))

@@ -1,4 +1,4 @@
-"""Real programs for ./cidmalloc bench: python3, gcc and sqlite3.
+"""Real programs for ./cidmalloc bench: python3, gcc, sqlite3 and Redis.
 
 Each program runs under every allocator via LD_PRELOAD, timed end to end.
 The runner generates the inputs here once per bench (not timed), in its
@@ -19,9 +19,16 @@ work directory; each run is then checked:
 - sqlite: sqlite3 on an in-memory database: inserts N rows with a recursive
   CTE, builds two indexes, updates, deletes and queries; every query's
   output is compared with values this module computes directly.
+- redis: a Redis server session (redis_session.sh beside this file, "bench"
+  mode): the server, preloaded, is filled through redis-cli --pipe, forks
+  for a BGSAVE while a churn deletes and resizes a third of the data, then
+  serves redis-benchmark; its clients run on glibc's malloc.  The DEBUG
+  DIGEST of the data set must be the same in every run.  Peak RSS is the
+  largest of the session's processes: the server's (or its BGSAVE child's).
 """
 import hashlib
 import os
+import subprocess
 import zlib
 
 # Sizes: a full run takes 2-10 s on the 2-vCPU development machine (CPU
@@ -31,10 +38,15 @@ import zlib
 PYTHON_RECORDS = {"full": 200_000, "quick": 5_000}
 GCC_FUNCTIONS = {"full": 250, "quick": 10}
 SQLITE_ROWS = {"full": 1_000_000, "quick": 10_000}
+REDIS_KEYS = {"full": 100_000, "quick": 5_000}
 
 PYTHON = "/usr/bin/python3"  # Debian's; a pyenv shim would be a bash script
 GCC = "gcc"
 SQLITE = "sqlite3"
+# Debian's redis-tools installs the server binary under this name.
+REDIS = "redis-check-rdb"
+REDIS_SESSION = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "redis_session.sh")
 
 PYTHON_SCRIPT = r'''"""Allocation churn for ./cidmalloc bench (bench/runner/programs.py)."""
 import json
@@ -236,6 +248,23 @@ def sqlite_check(ctx, stdout, stderr):
     return True, "", f"crc={digest:08x}"
 
 
+def redis_prepare(workdir, size):
+    """Writes the session's commands once (untimed)."""
+    d = os.path.join(workdir, "redis")
+    n = str(REDIS_KEYS[size])
+    subprocess.run(["bash", REDIS_SESSION, "gen", d, n], check=True)
+    return {"argv": ["/bin/bash", REDIS_SESSION, "bench", d, n], "env": {}}
+
+
+def redis_check(ctx, stdout, stderr):
+    lines = stdout.strip().splitlines()
+    if not lines or not lines[-1].startswith("ok redis "):
+        reason = stderr.strip().splitlines()[-1:] or ["no 'ok redis' line"]
+        return False, reason[0], None
+    fields = dict(f.split("=", 1) for f in lines[-1].split()[2:])
+    return True, "", f"keys={fields['keys']} digest={fields['digest'][:16]}"
+
+
 # name -> (prepare, before each run or None, check, description)
 PROGRAMS = {
     "python": (python_prepare, None, python_check,
@@ -244,9 +273,13 @@ PROGRAMS = {
             "gcc -O2 -c on a generated C file"),
     "sqlite": (sqlite_prepare, None, sqlite_check,
                "sqlite3 in memory: insert, index, update, delete, query"),
+    "redis": (redis_prepare, None, redis_check,
+              "Redis server: pipelined fill, churn during a BGSAVE fork, "
+              "redis-benchmark"),
 }
 
 
 def sizes_text(size):
     return (f"python {PYTHON_RECORDS[size]} records, gcc {GCC_FUNCTIONS[size]} "
-            f"functions, sqlite {SQLITE_ROWS[size]} rows")
+            f"functions, sqlite {SQLITE_ROWS[size]} rows, "
+            f"redis {REDIS_KEYS[size]} keys")

@@ -63,7 +63,7 @@ GROUPS = sorted({w.group for w in WORKLOADS if w.group != w.name})
 STATS_ROW = "handoff_pinned"
 
 # Extra metrics shown on stdout too, with their ratio to glibc.
-HIGHLIGHT = {"fragmentation": ["rss_end_kb"]}
+HIGHLIGHT = {"fragmentation": ["rss_end_kb"], "redis": ["server_hwm_kb"]}
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 # name -> (library to preload or "" for none, Debian package or "")

@@ -2,8 +2,9 @@
 # (which sources it), each run with the library preloaded and on glibc's
 # malloc and its output compared: python3 (tests/preload/alloc_heavy.py),
 # sort (~50 MB), gcc (a C file from tests/preload/gen_c.sh), git (a 200-file
-# repository), perl (a big hash) and the JVM (javac, then
-# tests/preload/AllocHeavy.java on a pool of threads).  Paths are relative to the repository
+# repository), perl (a big hash), the JVM (javac, then
+# tests/preload/AllocHeavy.java on a pool of threads) and a Redis server
+# (bench/runner/redis_session.sh: its data set's digest).  Paths are relative to the repository
 # root, tests/preload_test.sh's working directory; the helpers (pre, base,
 # same, run_to, ...) are tests/preload/harness.sh's.
 # shellcheck shell=bash
@@ -208,4 +209,31 @@ check_java() {
   fi
   same "$d/base.out" "$d/pre.out" "program output" || return 1
   say "$(cat "$d/pre.out")"
+}
+
+# --- redis -------------------------------------------------------------------
+
+# A Redis server session (bench/runner/redis_session.sh, 40,000 keys): the
+# server, preloaded, is filled and churned through pipelined clients and
+# forks for a BGSAVE meanwhile (its background I/O threads and the child
+# allocate too); the RDB file must check out and the data set's DEBUG
+# DIGEST must equal the one under glibc's malloc.  The clients run on
+# glibc's malloc.
+REDIS_SESSION=bench/runner/redis_session.sh
+
+redis_baseline() {
+  [[ -s "$TMP/redis.base" ]] && return 0
+  run_to "$TMP/redis.base.out" "$TMP/redis.base.err" "redis (glibc)" \
+    base bash "$REDIS_SESSION" check "$TMP/redis" 40000 || return 1
+  tail -n 1 "$TMP/redis.base.out" >"$TMP/redis.base"
+}
+
+check_redis() {
+  need redis-cli redis-check-rdb || return
+  redis_baseline || return 1
+  run_to "$TMP/redis.pre.out" "$TMP/redis.pre.err" "redis" \
+    pre bash "$REDIS_SESSION" check "$TMP/redis" 40000 || return 1
+  tail -n 1 "$TMP/redis.pre.out" >"$TMP/redis.pre"
+  same "$TMP/redis.base" "$TMP/redis.pre" "redis data set" || return 1
+  say "$(cat "$TMP/redis.pre")"
 }
