@@ -106,6 +106,7 @@ source "$HERE/preload/run_install.sh" || exit 1
 echo "library: $BIN/libcidmalloc.so"
 
 check "library in use (python3, CIDMALLOC_STATS=1)" check_in_use
+check "size-class table (python3, CIDMALLOC_STATS=2)" check_class_table
 check "python3 dict/sort/join/hash" check_python
 check "python3 PYTHONMALLOC=malloc" check_python malloc
 check "gcc compiles and runs a generated C file" check_gcc

@@ -69,6 +69,38 @@ size_t cidmalloc_get_stats_sized(struct cidmalloc_stats* out, size_t size);
  * exit) to file descriptor fd.  Does not allocate. */
 void cidmalloc_print_stats(int fd);
 
+/* One size class.  Each object of a class's spans is in one of three
+ * places: handed out to the program (in_use), in a per-ID cache (cached),
+ * or free in the class's spans and its transfer caches (free); the three
+ * add up to objects.  Read while other threads allocate, the figures are
+ * recent, not a snapshot: in_use is what the other two leave of objects. */
+struct cidmalloc_class_stats {
+  unsigned long long size;        /* bytes of one object */
+  unsigned long long spans;       /* spans of this class, on every node */
+  unsigned long long span_bytes;  /* the bytes of those spans */
+  unsigned long long objects;     /* objects those spans hold */
+  unsigned long long in_use;      /* objects the program holds */
+  unsigned long long cached;      /* objects in the per-ID caches */
+  unsigned long long free;        /* objects free in spans or transfer */
+};
+
+/* The classes are 1 .. cidmalloc_num_classes() - 1 (requests above the
+ * largest class's size get page runs or mappings of their own). */
+unsigned cidmalloc_num_classes(void);
+
+/* Fills the first `size` bytes of *out (the caller's
+ * sizeof(struct cidmalloc_class_stats); fields are only ever appended) for
+ * class `cls`.  Returns how many bytes hold this library's fields, 0 (and
+ * *out untouched) if cls is not a class.  Does not allocate. */
+size_t cidmalloc_get_class_stats(unsigned cls,
+                                 struct cidmalloc_class_stats* out,
+                                 size_t size);
+
+/* Writes a table of the classes that have spans to file descriptor fd:
+ * the one CIDMALLOC_STATS=2 prints at exit after the summary.  Does not
+ * allocate. */
+void cidmalloc_print_class_stats(int fd);
+
 /* Drains every cache and returns all free memory to the OS; returns the
  * bytes released (malloc_trim(0) does the same). */
 size_t cidmalloc_release_free_memory(void);

@@ -47,6 +47,7 @@ uint64_t Sum(int64_t IdCounters::*field) {
 // release store of g_init_state, which the exit destructor acquires
 // (Initialized(), or Config() waiting for it) before reading this.
 bool g_print_at_exit = false;
+bool g_print_classes_at_exit = false;  // CIDMALLOC_STATS=2; the same.
 
 // Where the exit summary goes when stderr is gone.  Programs built on
 // gnulib's closeout module (coreutils' ls, sort, ...) close stderr in an
@@ -122,9 +123,11 @@ void CountFree(void*, FreedOn where) {
 void StatsInit(const os::Config& config) {
   if (config.stats) SaveStderr();
   g_print_at_exit = config.stats;
+  g_print_classes_at_exit = config.stats_classes;
 }
 
-// Runs at exit (also for static links): the CIDMALLOC_STATS=1 summary.
+// Runs at exit (also for static links): the CIDMALLOC_STATS=1 summary
+// (and with CIDMALLOC_STATS=2 the size-class table after it).
 __attribute__((destructor)) void PrintStatsAtExit() {
   if (!Initialized()) {
     // A program that never allocated (`./cidmalloc run -- true`) never
@@ -135,7 +138,9 @@ __attribute__((destructor)) void PrintStatsAtExit() {
   }
   if (!g_print_at_exit) return;
   const int fd = SummaryFd();
-  if (fd >= 0) cidmalloc_print_stats(fd);
+  if (fd < 0) return;
+  cidmalloc_print_stats(fd);
+  if (g_print_classes_at_exit) cidmalloc_print_class_stats(fd);
 }
 
 }  // namespace cidmalloc::api

@@ -21,6 +21,8 @@ const os::Config* g_config = nullptr;
 constinit os::SpinLock g_lock;
 void* g_store[kMaxIds];
 uint64_t g_idle_drains = 0;
+uint32_t g_num_slabs = 0;
+uint32_t g_max_id = 0;
 
 }  // namespace internal
 
@@ -30,8 +32,6 @@ using central::Class;
 using central::kNumClasses;
 using namespace internal;  // NOLINT: this file is the store's other half.
 
-uint32_t g_num_slabs = 0;  // Under g_lock.
-uint32_t g_max_id = 0;     // Under g_lock.
 // Relaxed: it only decides whether a slow path calls MaybeDrainIdle, whose
 // own election (ClaimPeriodEnd) and locks make a second scanner harmless
 // while the setting changes hands.
@@ -42,19 +42,6 @@ std::atomic<IdleScanner> g_idle_scanner{IdleScanner::kSlowPaths};
 int FixedNode(uint32_t id) {
   const int node = rseq::NodeOfId(id);
   return node < os::NumNodes() ? node : 0;
-}
-
-// What Stats::ids_seen counts of `id`: its cid (a node-qualified ID's
-// cid part) or cpu in an rseq mode, the soft ID itself in none mode;
-// kMaxIds for a soft ID in an rseq mode (not counted).  With node-qualified
-// IDs a cid has one slab per node it ran on, so ids_seen can be below the
-// slabs.
-uint32_t RawIdOf(uint32_t id) {
-  const rseq::ProcessState& p = rseq::Process();
-  if (p.mode == rseq::Mode::kNone) return id;
-  if (id >= p.num_rseq_ids) return kMaxIds;
-  if (p.id_kind == rseq::IdKind::kNodeQualified) return id % p.cid_stride;
-  return id;
 }
 
 // Slab placement: a slab starts where none of its class stacks (nor the
@@ -146,37 +133,6 @@ void* SlabOf(uint32_t id) {
 
 // The calling thread's slab, or nullptr (see EnsureSlab).
 void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
-
-// The 4 KiB pages of `slab` that may have been written: its header, its
-// remote stack, and the stack of each class ever granted a capacity (a
-// stack is written only once it has one): marked in used_classes by the
-// grant, or, where the thread moved to this ID between reading its ID and
-// the grant, seen as a capacity now.
-uint64_t TouchedBytes(void* slab) {
-  constexpr uint32_t kPage = 4096;
-  constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;
-  bool touched[kMaxPages] = {};
-  const uintptr_t base = reinterpret_cast<uintptr_t>(slab);
-  auto mark = [&](uint32_t offset, uint64_t bytes) {
-    const uintptr_t first = (base + offset) / kPage - base / kPage;
-    const uintptr_t last = (base + offset + bytes - 1) / kPage - base / kPage;
-    for (uintptr_t p = first; p <= last; ++p) touched[p] = true;
-  };
-  mark(0, kHeaderBytes);
-  mark(kLayout.remote_offset, sizeof(rseq::Stack));
-  const SlabHeader* hdr = HeaderOf(slab);
-  for (int c = 1; c < kNumClasses; ++c) {
-    const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
-    if ((hdr->used_classes[c / 64].load(std::memory_order_relaxed) >>
-             (c % 64) & 1) != 0 ||
-        __atomic_load_n(&s->capacity, __ATOMIC_RELAXED) != 0) {
-      mark(kLayout.offset[c], sizeof(rseq::Stack));
-    }
-  }
-  uint64_t pages = 0;
-  for (bool t : touched) pages += t;
-  return pages * kPage;
-}
 
 // How far TryGrow may grow a class.
 enum class Growth : uint8_t {
@@ -553,32 +509,6 @@ void CheckInvariants() {
       CheckStack(slab, kLayout.offset[c], c, Class(c).max_capacity);
     }
     CheckStack(slab, kLayout.remote_offset, 0, kRemoteCapacity);
-  }
-}
-
-void GetStats(Stats* out) {
-  os::SpinLockHolder h(&g_lock);
-  out->slabs = g_num_slabs;
-  out->ids_seen = 0;
-  out->max_id = g_max_id;
-  out->slab_bytes = 0;
-  out->cached_bytes = 0;
-  out->idle_drains = g_idle_drains;
-  uint64_t seen[(kMaxIds + 63) / 64] = {};  // Raw IDs counted (RawIdOf).
-  for (uint32_t id = 0; id < kMaxIds; ++id) {
-    void* slab = g_store[id];  // Never cleared: every ID that had a slab.
-    if (slab == nullptr) continue;
-    if (const uint32_t raw = RawIdOf(id); raw < kMaxIds) {
-      const uint64_t bit = uint64_t{1} << (raw % 64);
-      out->ids_seen += (seen[raw / 64] & bit) == 0;
-      seen[raw / 64] |= bit;
-    }
-    out->slab_bytes += TouchedBytes(slab);
-    for (int c = 1; c < kNumClasses; ++c) {
-      out->cached_bytes +=
-          uint64_t{StackOf(slab, kLayout.offset[c])->Count()} *
-          Class(c).size;
-    }
   }
 }
 

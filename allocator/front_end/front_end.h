@@ -324,6 +324,9 @@ struct Stats {
   uint64_t idle_drains;    // Slabs drained because they were idle.
 };
 void GetStats(Stats* out);
+// Objects of class `cls` in every slab's stack (0 for a class out of
+// range).
+uint64_t CachedObjects(int cls);
 
 }  // namespace cidmalloc::front_end
 

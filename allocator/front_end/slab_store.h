@@ -1,6 +1,7 @@
 // allocator/front_end/slab_store.h: what front_end.cc (slabs, refills,
-// flushes, sweeps) and drain.cc (draining other IDs' slabs) share.  Not
-// part of the layer's interface: only those two files include it.
+// flushes, sweeps), drain.cc (draining other IDs' slabs) and stats.cc (the
+// layer's statistics) share.  Not part of the layer's interface: only
+// those files include it.
 #ifndef CIDMALLOC_ALLOCATOR_FRONT_END_SLAB_STORE_H_
 #define CIDMALLOC_ALLOCATOR_FRONT_END_SLAB_STORE_H_
 
@@ -24,10 +25,13 @@ extern const os::Config* g_config;
 // written once, under g_lock, and never cleared; SlabOf also reads it
 // without the lock (a relaxed load: only whether it is null).  g_lock also
 // guards the drains (DrainAll, MaybeDrainIdle, OnSoftIdExit), each header's
-// events_seen, tops_seen and picked, and g_idle_drains.
+// events_seen, tops_seen and picked, g_idle_drains, and the slab counts
+// g_num_slabs (slabs created) and g_max_id (the highest ID with one).
 extern os::SpinLock g_lock;
 extern void* g_store[kMaxIds];
 extern uint64_t g_idle_drains;
+extern uint32_t g_num_slabs;
+extern uint32_t g_max_id;
 
 // A class's capacity and refill while its misses are sparse (front_end.h,
 // "Capacity"): a quarter batch, at least 2 objects.

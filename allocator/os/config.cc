@@ -45,8 +45,10 @@ constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_HUGE_PAGES", "on|off", "on",
      "ask for transparent huge pages (MADV_HUGEPAGE) on buffers realloc "
      "grows beyond 2 MiB"},
-    {"CIDMALLOC_STATS", "0|1", "0",
-     "print a summary on stderr at exit and count front-end hits"},
+    {"CIDMALLOC_STATS", "0|1|2", "0",
+     "print a summary on stderr at exit and count front-end hits; 2 also "
+     "prints a table of the size classes (spans, objects in use, cached "
+     "and free)"},
 };
 
 constexpr uint64_t kMaxDelayMs = 3600000;  // An hour.
@@ -201,12 +203,13 @@ void LoadConfig(Config* c) {
   c->stats = StatsKnobOn();
   if (const char* v = GetKnob("CIDMALLOC_STATS")) {
     if (!c->stats && strcmp(v, "0") != 0) Invalid("CIDMALLOC_STATS", v);
+    c->stats_classes = strcmp(v, "2") == 0;
   }
 }
 
 bool StatsKnobOn() {
   const char* v = GetKnob("CIDMALLOC_STATS");
-  return v != nullptr && strcmp(v, "1") == 0;
+  return v != nullptr && (strcmp(v, "1") == 0 || strcmp(v, "2") == 0);
 }
 
 }  // namespace cidmalloc::os

@@ -36,7 +36,10 @@ struct Config {
   // delayed release on time, so that a process that goes quiet still gives
   // its caches and free memory back (api/background.h).
   bool background_thread = false;
+  // CIDMALLOC_STATS=1 or 2: count operations and print the summary at
+  // exit; 2 also prints the size-class table after it.
   bool stats = false;
+  bool stats_classes = false;
 };
 
 // One row of the knob table (for documentation and tests).
@@ -53,9 +56,10 @@ const KnobInfo* Knobs(size_t* count);
 // initialisation; tests call it after setenv().
 void LoadConfig(Config* config);
 
-// CIDMALLOC_STATS is "1".  LoadConfig reads it this way too (and warns
-// about a value other than 0 or 1); the exit summary of a program that
-// never initialised the allocator asks here, without parsing anything else.
+// CIDMALLOC_STATS is "1" or "2".  LoadConfig reads it this way too (and
+// warns about a value other than 0, 1 or 2); the exit summary of a program
+// that never initialised the allocator asks here, without parsing anything
+// else.
 bool StatsKnobOn();
 
 // "2M", "64k", "1G", "4096" -> bytes.  Returns false on a malformed value.

@@ -80,6 +80,7 @@ class ConfigTest : public testing::Test {
     EXPECT_EQ(c.huge_pages, d.huge_pages);
     EXPECT_EQ(c.background_thread, d.background_thread);
     EXPECT_EQ(c.stats, d.stats);
+    EXPECT_EQ(c.stats_classes, d.stats_classes);
   }
 };
 
@@ -222,9 +223,14 @@ TEST_F(ConfigTest, Stats) {
   Config c;
   EXPECT_EQ(Load("CIDMALLOC_STATS", "1", &c), "");
   EXPECT_TRUE(c.stats);
+  EXPECT_FALSE(c.stats_classes);
+  EXPECT_EQ(Load("CIDMALLOC_STATS", "2", &c), "");
+  EXPECT_TRUE(c.stats);
+  EXPECT_TRUE(c.stats_classes);
   EXPECT_EQ(Load("CIDMALLOC_STATS", "0", &c), "");
   EXPECT_FALSE(c.stats);
-  for (const char* bad : {"", "yes", "true", "2", "01"}) {
+  EXPECT_FALSE(c.stats_classes);
+  for (const char* bad : {"", "yes", "true", "3", "01", "02"}) {
     SCOPED_TRACE(bad);
     ExpectWarning(Load("CIDMALLOC_STATS", bad, &c), "CIDMALLOC_STATS", bad);
     ExpectDefaults(c);

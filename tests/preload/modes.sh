@@ -1,6 +1,7 @@
 # tests/preload/modes.sh: the mode cidmalloc runs in, for
 # tests/preload_test.sh (which sources it): the library is in use (the
-# "cidmalloc: mode" line of CIDMALLOC_STATS=1), each variant gets the mode
+# "cidmalloc: mode" line of CIDMALLOC_STATS=1; CIDMALLOC_STATS=2's class
+# table), each variant gets the mode
 # and rseq registration it asks for, the background thread runs, and
 # //tests/preload:static_link (cc_binary malloc = "//:cidmalloc") reports
 # the right mode in every mode.  The helpers (pre, base, say, ...) are
@@ -40,6 +41,30 @@ check_in_use() {
   esac
   grep -qE '^cidmalloc: mallocs [1-9][0-9]*, ' "$TMP/mode.err" ||
     { say "no allocations counted"; return 1; }
+}
+
+# check_class_table: CIDMALLOC_STATS=2 adds the size-class table after the
+# summary: its header, a row per class with spans (python3 uses dozens),
+# and the totals line.
+check_class_table() {
+  need "$PY" || return
+  local err="$TMP/classes.err" rc=0
+  pre CIDMALLOC_STATS=2 "$PY" -c 'print(len({str(i): [i] * (i % 50) for i in range(20000)}))' \
+    >"$TMP/classes.out" 2>"$err" || rc=$?
+  if ((rc != 0)); then
+    status_of "$rc" "python3 with CIDMALLOC_STATS=2"
+    tail -n 5 "$err" >&2
+    return 1
+  fi
+  grep -q '^cidmalloc: mode ' "$err" || { say "no summary"; return 1; }
+  grep -q '^cidmalloc: class   size  spans  span KiB   objects    in use' "$err" ||
+    { say "no class table header"; return 1; }
+  local rows
+  rows="$(grep -cE '^cidmalloc: +[0-9]+ +[0-9]+ +[1-9][0-9]* ' "$err")"
+  ((rows >= 10)) || { say "only $rows class rows"; return 1; }
+  grep -qE '^cidmalloc: classes: [1-9][0-9]* spans of ' "$err" ||
+    { say "no totals line"; return 1; }
+  say "$rows class rows; $(grep '^cidmalloc: classes: ' "$err")"
 }
 
 # check_background_running: under the current VARIANT (the background

@@ -1,0 +1,121 @@
+// allocator/api/class_stats.cc: the size-class table of the public stats
+// API (cidmalloc.h: cidmalloc_get_class_stats, cidmalloc_print_class_stats;
+// printed at exit under CIDMALLOC_STATS=2).  Where each class's objects
+// are: the central lists count their spans' capacity and free objects (the
+// transfer caches' included), the front end counts the objects in its
+// stacks, and the program holds the rest.  Nothing here allocates.
+#include <string.h>
+
+#include "allocator/api/cidmalloc.h"
+#include "allocator/api/stats_internal.h"
+#include "allocator/central/central_list.h"
+#include "allocator/central/size_classes.h"
+#include "allocator/front_end/front_end.h"
+#include "allocator/os/topology.h"
+#include "rseq/raw_io.h"
+
+namespace cidmalloc::api {
+namespace {
+
+// The class's figures on every node.
+cidmalloc_class_stats ClassFigures(int cls) {
+  const central::SizeClassInfo& info = central::Class(cls);
+  cidmalloc_class_stats s{};
+  s.size = info.size;
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    central::ClassStats cs;
+    central::GetClassStats(node, cls, &cs);
+    s.spans += cs.spans;
+    s.objects += cs.total_objects;
+    s.free += cs.free_objects;
+  }
+  s.span_bytes = s.spans * info.span_bytes;
+  s.cached = front_end::CachedObjects(cls);
+  // Read one after the other while threads move objects: clamp, so the
+  // three parts still add up to objects.
+  if (s.free > s.objects) s.free = s.objects;
+  if (s.cached > s.objects - s.free) s.cached = s.objects - s.free;
+  s.in_use = s.objects - s.free - s.cached;
+  return s;
+}
+
+// `v` right-aligned in `width` characters (wider numbers are not cut).
+void Column(RawBuffer& b, uint64_t v, int width) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (int i = n; i < width; ++i) b.Ch(' ');
+  while (n > 0) b.Ch(digits[--n]);
+}
+
+}  // namespace
+}  // namespace cidmalloc::api
+
+extern "C" __attribute__((visibility("default"))) unsigned
+cidmalloc_num_classes(void) {
+  return static_cast<unsigned>(cidmalloc::central::kNumClasses);
+}
+
+extern "C" __attribute__((visibility("default"))) size_t
+cidmalloc_get_class_stats(unsigned cls, struct cidmalloc_class_stats* out,
+                          size_t size) {
+  if (cls == 0 || cls >= static_cast<unsigned>(cidmalloc::central::kNumClasses)) {
+    return 0;
+  }
+  cidmalloc::api::Config();  // Initialises if nothing has yet.
+  const cidmalloc_class_stats s =
+      cidmalloc::api::ClassFigures(static_cast<int>(cls));
+  const size_t filled = size < sizeof(s) ? size : sizeof(s);
+  memcpy(out, &s, filled);
+  if (size > filled) {
+    memset(reinterpret_cast<char*>(out) + filled, 0, size - filled);
+  }
+  return filled;
+}
+
+extern "C" __attribute__((visibility("default"))) void
+cidmalloc_print_class_stats(int fd) {
+  using cidmalloc::RawBuffer;
+  using cidmalloc::api::Column;
+  cidmalloc::api::Config();
+  {
+    RawBuffer b;
+    b.Str("cidmalloc: class   size  spans  span KiB   objects    in use"
+          "    cached      free\n");
+    b.WriteTo(fd);
+  }
+  cidmalloc_class_stats total{};
+  for (int cls = 1; cls < cidmalloc::central::kNumClasses; ++cls) {
+    const cidmalloc_class_stats s = cidmalloc::api::ClassFigures(cls);
+    if (s.spans == 0) continue;
+    RawBuffer b;
+    b.Str("cidmalloc: ");
+    Column(b, static_cast<uint64_t>(cls), 5);
+    Column(b, s.size, 7);
+    Column(b, s.spans, 7);
+    Column(b, s.span_bytes / 1024, 10);
+    Column(b, s.objects, 10);
+    Column(b, s.in_use, 10);
+    Column(b, s.cached, 10);
+    Column(b, s.free, 10);
+    b.Ch('\n');
+    b.WriteTo(fd);
+    total.spans += s.spans;
+    total.span_bytes += s.span_bytes;
+    total.in_use += s.in_use * s.size;
+    total.cached += s.cached * s.size;
+    total.free += s.free * s.size;
+  }
+  RawBuffer b;
+  b.Str("cidmalloc: classes: ").Udec(total.spans).Str(" spans of ");
+  b.Udec(total.span_bytes / 1024).Str(" KiB: ");
+  b.Udec(total.in_use / 1024).Str(" KiB in use, ");
+  b.Udec(total.cached / 1024).Str(" KiB cached, ");
+  b.Udec(total.free / 1024).Str(" KiB free, ");
+  b.Udec((total.span_bytes - total.in_use - total.cached - total.free) / 1024);
+  b.Str(" KiB span tails\n");
+  b.WriteTo(fd);
+}
