@@ -62,9 +62,9 @@ cidmalloc_num_classes(void) {
 extern "C" __attribute__((visibility("default"))) size_t
 cidmalloc_get_class_stats(unsigned cls, struct cidmalloc_class_stats* out,
                           size_t size) {
-  if (cls == 0 || cls >= static_cast<unsigned>(cidmalloc::central::kNumClasses)) {
-    return 0;
-  }
+  const unsigned classes =
+      static_cast<unsigned>(cidmalloc::central::kNumClasses);
+  if (cls == 0 || cls >= classes) return 0;
   cidmalloc::api::Config();  // Initialises if nothing has yet.
   const cidmalloc_class_stats s =
       cidmalloc::api::ClassFigures(static_cast<int>(cls));

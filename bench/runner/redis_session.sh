@@ -3,8 +3,9 @@
 # be compared between allocators.  The server inherits the caller's
 # environment (LD_PRELOAD, CIDMALLOC_*); everything else this script starts
 # (awk, its clients redis-cli and redis-benchmark) runs on glibc's malloc,
-# so only the server's allocator differs.  Used by ./cidmalloc bench (bench/runner/programs.py, the
-# "redis" row) and by tests/preload_test.sh (check_redis).
+# so only the server's allocator differs.  Used by ./cidmalloc bench
+# (bench/runner/programs.py, the "redis" row) and by tests/preload_test.sh
+# (check_redis).
 #
 #   redis_session.sh gen DIR [N]     only write the commands (below)
 #   redis_session.sh check DIR [N]   fill, churn during a BGSAVE, digest
@@ -137,7 +138,7 @@ if [[ "$MODE" == gen || "$(cat "$DIR/commands.n" 2>/dev/null)" != "$N" ]]; then
 fi
 [[ "$MODE" == gen ]] && exit 0
 
-# --- the server ----------------------------------------------------------------
+# --- the server --------------------------------------------------------------
 
 (
   [[ -n "$SERVER_PRELOAD" ]] && export LD_PRELOAD="$SERVER_PRELOAD"
@@ -190,7 +191,8 @@ DIGEST="$(cli debug digest)"
 if [[ "$MODE" == bench ]]; then
   redis-benchmark -s "$SOCK" --dbnum 1 -q -n 100000 \
     -r 100000 -d 128 -P 16 -c 8 -t set,get,incr,lpush,lpop,sadd,hset,spop \
-    >"$DIR/benchmark.log" 2>&1 || fail "redis-benchmark: $(tail -n 3 "$DIR/benchmark.log")"
+    >"$DIR/benchmark.log" 2>&1 ||
+    fail "redis-benchmark: $(tail -n 3 "$DIR/benchmark.log")"
   [[ "$(cli dbsize)" == "$KEYS" ]] || fail "redis-benchmark changed db 0"
 fi
 

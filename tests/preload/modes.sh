@@ -49,7 +49,8 @@ check_in_use() {
 check_class_table() {
   need "$PY" || return
   local err="$TMP/classes.err" rc=0
-  pre CIDMALLOC_STATS=2 "$PY" -c 'print(len({str(i): [i] * (i % 50) for i in range(20000)}))' \
+  pre CIDMALLOC_STATS=2 "$PY" \
+    -c 'print(len({str(i): [i] * (i % 50) for i in range(20000)}))' \
     >"$TMP/classes.out" 2>"$err" || rc=$?
   if ((rc != 0)); then
     status_of "$rc" "python3 with CIDMALLOC_STATS=2"
