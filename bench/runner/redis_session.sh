@@ -66,6 +66,8 @@ unset LD_PRELOAD
 
 mkdir -p "$DIR" || fail "cannot create $DIR"
 SOCK="$DIR/redis.sock"
+# A Unix socket's path has room for 107 bytes.
+if ((${#SOCK} > 100)); then SOCK="/tmp/cidmalloc-redis.$$.sock"; fi
 rm -f "$SOCK" "$DIR/dump.rdb" "$DIR/redis.log"
 
 cli() { redis-cli -s "$SOCK" "$@"; }
@@ -149,7 +151,8 @@ fi
 SERVER=$!
 # A session that ends early (a failure, or timeout's SIGTERM) takes its
 # server with it.
-trap '[[ -n "${SERVER:-}" ]] && kill -9 "$SERVER" 2>/dev/null' EXIT
+trap '[[ -n "${SERVER:-}" ]] && kill -9 "$SERVER" 2>/dev/null
+  rm -f "$SOCK"' EXIT
 trap 'exit 143' TERM INT
 
 for _ in $(seq 200); do
