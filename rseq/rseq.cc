@@ -189,6 +189,8 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
     if (RseqIdInRange()) return false;
     t_path = ThreadPath::kSoft;
   }
+#else
+  (void)node;  // Soft IDs take any node's objects.
 #endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
@@ -236,6 +238,8 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
     if (n != 0 || RseqIdInRange()) return n;
     t_path = ThreadPath::kSoft;
   }
+#else
+  (void)node;
 #endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;

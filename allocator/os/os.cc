@@ -121,4 +121,17 @@ uint64_t MonotonicMs() {
          static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
+#if !defined(__x86_64__) && !defined(__i386__)
+uint64_t CycleCount() {
+  timespec ts;
+  const int saved = errno;
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+    errno = saved;
+    return 0;
+  }
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000 +
+         static_cast<uint64_t>(ts.tv_nsec);
+}
+#endif
+
 }  // namespace cidmalloc::os

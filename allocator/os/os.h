@@ -54,8 +54,14 @@ uint64_t MonotonicMs();
 // The time-stamp counter (rdtsc): a clock for rate hints on slow paths,
 // with no system call and no vDSO.  It counts at the TSC's rate, which is
 // not known here (1-4 GHz on x86-64 machines), so callers only compare
-// differences with windows that may be off by that factor.
+// differences with windows that may be off by that factor.  Elsewhere,
+// nanoseconds of CLOCK_MONOTONIC (the vDSO's): a 1 GHz "cycle", within
+// that factor of the TSC's.
+#if defined(__x86_64__) || defined(__i386__)
 inline uint64_t CycleCount() { return __builtin_ia32_rdtsc(); }
+#else
+uint64_t CycleCount();
+#endif
 
 }  // namespace cidmalloc::os
 
