@@ -19,13 +19,14 @@ RawBuffer& RawBuffer::Str(const char* s) {
   return *this;
 }
 
-RawBuffer& RawBuffer::Udec(uint64_t v) {
+RawBuffer& RawBuffer::Udec(uint64_t v, int width) {
   char tmp[24];
   int n = 0;
   do {
     tmp[n++] = static_cast<char>('0' + v % 10);
     v /= 10;
   } while (v != 0);
+  for (int i = n; i < width; ++i) Ch(' ');
   while (n > 0) Ch(tmp[--n]);
   return *this;
 }

@@ -17,7 +17,8 @@ class RawBuffer {
  public:
   RawBuffer& Str(const char* s);
   RawBuffer& Dec(int64_t v);
-  RawBuffer& Udec(uint64_t v);
+  // Right-aligned in `width` characters (more where v needs them).
+  RawBuffer& Udec(uint64_t v, int width = 0);
   RawBuffer& Hex(uint64_t v);  // "0x" followed by lower-case digits.
   RawBuffer& Ch(char c);
   const char* data() const { return buf_; }

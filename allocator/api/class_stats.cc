@@ -39,18 +39,6 @@ cidmalloc_class_stats ClassFigures(int cls) {
   return s;
 }
 
-// `v` right-aligned in `width` characters (wider numbers are not cut).
-void Column(RawBuffer& b, uint64_t v, int width) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  for (int i = n; i < width; ++i) b.Ch(' ');
-  while (n > 0) b.Ch(digits[--n]);
-}
-
 }  // namespace
 }  // namespace cidmalloc::api
 
@@ -79,7 +67,6 @@ cidmalloc_get_class_stats(unsigned cls, struct cidmalloc_class_stats* out,
 extern "C" __attribute__((visibility("default"))) void
 cidmalloc_print_class_stats(int fd) {
   using cidmalloc::RawBuffer;
-  using cidmalloc::api::Column;
   cidmalloc::api::Config();
   {
     RawBuffer b;
@@ -93,14 +80,14 @@ cidmalloc_print_class_stats(int fd) {
     if (s.spans == 0) continue;
     RawBuffer b;
     b.Str("cidmalloc: ");
-    Column(b, static_cast<uint64_t>(cls), 5);
-    Column(b, s.size, 7);
-    Column(b, s.spans, 7);
-    Column(b, s.span_bytes / 1024, 10);
-    Column(b, s.objects, 10);
-    Column(b, s.in_use, 10);
-    Column(b, s.cached, 10);
-    Column(b, s.free, 10);
+    b.Udec(static_cast<uint64_t>(cls), 5);
+    b.Udec(s.size, 7);
+    b.Udec(s.spans, 7);
+    b.Udec(s.span_bytes / 1024, 10);
+    b.Udec(s.objects, 10);
+    b.Udec(s.in_use, 10);
+    b.Udec(s.cached, 10);
+    b.Udec(s.free, 10);
     b.Ch('\n');
     b.WriteTo(fd);
     total.spans += s.spans;

@@ -110,28 +110,26 @@ int NodeOfAddress(const void* p) {
   return r == 0 ? node : -1;
 }
 
-uint64_t MonotonicMs() {
-  timespec ts;
-  const int saved = errno;
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) {
-    errno = saved;
-    return 0;
-  }
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 +
-         static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
+namespace {
 
-#if !defined(__x86_64__) && !defined(__i386__)
-uint64_t CycleCount() {
+// Nanoseconds of `clock`, or 0 (errno kept) if it cannot be read.
+uint64_t ClockNs(clockid_t clock) {
   timespec ts;
   const int saved = errno;
-  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+  if (clock_gettime(clock, &ts) != 0) {
     errno = saved;
     return 0;
   }
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000 +
          static_cast<uint64_t>(ts.tv_nsec);
 }
+
+}  // namespace
+
+uint64_t MonotonicMs() { return ClockNs(CLOCK_MONOTONIC_COARSE) / 1000000; }
+
+#if !defined(__x86_64__) && !defined(__i386__)
+uint64_t CycleCount() { return ClockNs(CLOCK_MONOTONIC); }
 #endif
 
 }  // namespace cidmalloc::os
