@@ -9,11 +9,13 @@
 # implement rseq(2) either).  This checks that the portable path stays
 # portable: every source file of //:libcidmalloc.so (Bazel's list) compiles
 # for aarch64 with the repository's warnings as errors (-Wall -Wextra
-# -Werror), the library links, and tests/preload/valgrind_workload.c
+# -Werror), the library links, tests/preload/valgrind_workload.c
 # (threads, frees across threads, fork, malloc_trim, every byte checked)
-# passes with it preloaded, reporting none mode.  Not Bazel: Debian's
-# Bazel has no aarch64 toolchain here, so the compiler is called directly
-# with the copts of the library's targets.
+# passes with it preloaded, reporting none mode, and so does
+# tests/preload/bad_alloc.cc (operator new, its new-handler and
+# std::bad_alloc through the library's weak references to libstdc++).
+# Not Bazel: Debian's Bazel has no aarch64 toolchain here, so the compiler
+# is called directly with the copts of the library's targets.
 #
 # Needs g++-aarch64-linux-gnu and qemu-user (./cidmalloc setup installs
 # them); exits 77 (skipped) without them, 0 when every check passed.
@@ -120,6 +122,31 @@ run_workload() {
 
 run_workload "workload"
 run_workload "workload, soft IDs under locks only" CIDMALLOC_RSEQ_SOFT=lock
+
+# operator new's failure paths in a C++ program (the weak references to
+# libstdc++ that new_delete.cc makes in the shared library): the lines
+# tests/preload/preload_deps_test.sh expects on x86-64.
+BAD_ALLOC="$TMP/bad_alloc"
+if ! "$CXX" -O2 -o "$BAD_ALLOC" tests/preload/bad_alloc.cc 2>"$TMP/ba.err"; then
+  cat "$TMP/ba.err"
+  fail "bad_alloc.cc does not compile for aarch64"
+else
+  expected="new[]: caught std::bad_alloc
+operator new: caught bad_alloc after 3 handler calls
+nothrow: null after 3 handler calls
+new int: 42"
+  rc=0
+  out="$(timeout -k 5 60 "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$LIB" \
+    -E CIDMALLOC_STATS=1 "$BAD_ALLOC" 2>"$TMP/ba.run.err")" || rc=$?
+  if ((rc != 0)) || [[ "$out" != "$expected" ]]; then
+    fail "C++ program (exit $rc) printed:"
+    echo "$out"
+  elif ! grep -q '^cidmalloc: mode none' "$TMP/ba.run.err"; then
+    fail "C++ program: no cidmalloc summary (library not in use?)"
+  else
+    echo "ok    C++ program: bad_alloc, new-handler and nothrow as required"
+  fi
+fi
 # Not with CIDMALLOC_BACKGROUND_THREAD=on: qemu-aarch64 7.2 itself aborts
 # (an assertion in its TCG code, qemu_plugin_vcpu_init_hook) in the child
 # of a fork while another thread of the process is running, which the
