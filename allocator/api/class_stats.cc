@@ -74,7 +74,8 @@ cidmalloc_print_class_stats(int fd) {
           "    cached      free\n");
     b.WriteTo(fd);
   }
-  cidmalloc_class_stats total{};
+  uint64_t spans = 0, span_bytes = 0;
+  uint64_t in_use_bytes = 0, cached_bytes = 0, free_bytes = 0;
   for (int cls = 1; cls < cidmalloc::central::kNumClasses; ++cls) {
     const cidmalloc_class_stats s = cidmalloc::api::ClassFigures(cls);
     if (s.spans == 0) continue;
@@ -90,19 +91,19 @@ cidmalloc_print_class_stats(int fd) {
     b.Udec(s.free, 10);
     b.Ch('\n');
     b.WriteTo(fd);
-    total.spans += s.spans;
-    total.span_bytes += s.span_bytes;
-    total.in_use += s.in_use * s.size;
-    total.cached += s.cached * s.size;
-    total.free += s.free * s.size;
+    spans += s.spans;
+    span_bytes += s.span_bytes;
+    in_use_bytes += s.in_use * s.size;
+    cached_bytes += s.cached * s.size;
+    free_bytes += s.free * s.size;
   }
   RawBuffer b;
-  b.Str("cidmalloc: classes: ").Udec(total.spans).Str(" spans of ");
-  b.Udec(total.span_bytes / 1024).Str(" KiB: ");
-  b.Udec(total.in_use / 1024).Str(" KiB in use, ");
-  b.Udec(total.cached / 1024).Str(" KiB cached, ");
-  b.Udec(total.free / 1024).Str(" KiB free, ");
-  b.Udec((total.span_bytes - total.in_use - total.cached - total.free) / 1024);
+  b.Str("cidmalloc: classes: ").Udec(spans).Str(" spans of ");
+  b.Udec(span_bytes / 1024).Str(" KiB: ");
+  b.Udec(in_use_bytes / 1024).Str(" KiB in use, ");
+  b.Udec(cached_bytes / 1024).Str(" KiB cached, ");
+  b.Udec(free_bytes / 1024).Str(" KiB free, ");
+  b.Udec((span_bytes - in_use_bytes - cached_bytes - free_bytes) / 1024);
   b.Str(" KiB span tails\n");
   b.WriteTo(fd);
 }
