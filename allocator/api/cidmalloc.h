@@ -70,18 +70,19 @@ size_t cidmalloc_get_stats_sized(struct cidmalloc_stats* out, size_t size);
 void cidmalloc_print_stats(int fd);
 
 /* One size class.  Each object of a class's spans is in one of three
- * places: handed out to the program (in_use), in a per-ID cache (cached),
- * or free in the class's spans and its transfer caches (free); the three
- * add up to objects.  Read while other threads allocate, the figures are
- * recent, not a snapshot: in_use is what the other two leave of objects. */
+ * places: handed out to the program (in_use_objects), in a per-ID cache
+ * (cached_objects), or free in the class's spans and its transfer caches
+ * (free_objects); the three add up to objects.  Read while other threads
+ * allocate, the figures are recent, not a snapshot: in_use_objects is what
+ * the other two leave of objects. */
 struct cidmalloc_class_stats {
-  unsigned long long size;        /* bytes of one object */
-  unsigned long long spans;       /* spans of this class, on every node */
-  unsigned long long span_bytes;  /* the bytes of those spans */
-  unsigned long long objects;     /* objects those spans hold */
-  unsigned long long in_use;      /* objects the program holds */
-  unsigned long long cached;      /* objects in the per-ID caches */
-  unsigned long long free;        /* objects free in spans or transfer */
+  unsigned long long size;            /* bytes of one object */
+  unsigned long long spans;           /* spans of the class, every node */
+  unsigned long long span_bytes;      /* the bytes of those spans */
+  unsigned long long objects;         /* objects those spans hold */
+  unsigned long long in_use_objects;  /* objects the program holds */
+  unsigned long long cached_objects;  /* objects in the per-ID caches */
+  unsigned long long free_objects;    /* free in spans or transfer */
 };
 
 /* The classes are 1 .. cidmalloc_num_classes() - 1 (requests above the

@@ -27,15 +27,16 @@ cidmalloc_class_stats ClassFigures(int cls) {
     central::GetClassStats(node, cls, &cs);
     s.spans += cs.spans;
     s.objects += cs.total_objects;
-    s.free += cs.free_objects;
+    s.free_objects += cs.free_objects;
   }
   s.span_bytes = s.spans * info.span_bytes;
-  s.cached = front_end::CachedObjects(cls);
+  s.cached_objects = front_end::CachedObjects(cls);
   // Read one after the other while threads move objects: clamp, so the
   // three parts still add up to objects.
-  if (s.free > s.objects) s.free = s.objects;
-  if (s.cached > s.objects - s.free) s.cached = s.objects - s.free;
-  s.in_use = s.objects - s.free - s.cached;
+  if (s.free_objects > s.objects) s.free_objects = s.objects;
+  const uint64_t held = s.objects - s.free_objects;
+  if (s.cached_objects > held) s.cached_objects = held;
+  s.in_use_objects = held - s.cached_objects;
   return s;
 }
 
@@ -86,16 +87,16 @@ cidmalloc_print_class_stats(int fd) {
     b.Udec(s.spans, 7);
     b.Udec(s.span_bytes / 1024, 10);
     b.Udec(s.objects, 10);
-    b.Udec(s.in_use, 10);
-    b.Udec(s.cached, 10);
-    b.Udec(s.free, 10);
+    b.Udec(s.in_use_objects, 10);
+    b.Udec(s.cached_objects, 10);
+    b.Udec(s.free_objects, 10);
     b.Ch('\n');
     b.WriteTo(fd);
     spans += s.spans;
     span_bytes += s.span_bytes;
-    in_use_bytes += s.in_use * s.size;
-    cached_bytes += s.cached * s.size;
-    free_bytes += s.free * s.size;
+    in_use_bytes += s.in_use_objects * s.size;
+    cached_bytes += s.cached_objects * s.size;
+    free_bytes += s.free_objects * s.size;
   }
   RawBuffer b;
   b.Str("cidmalloc: classes: ").Udec(spans).Str(" spans of ");

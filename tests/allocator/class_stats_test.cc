@@ -38,7 +38,7 @@ cidmalloc_class_stats Get(unsigned cls) {
 }
 
 void ExpectConsistent(const cidmalloc_class_stats& s) {
-  EXPECT_EQ(s.in_use + s.cached + s.free, s.objects);
+  EXPECT_EQ(s.in_use_objects + s.cached_objects + s.free_objects, s.objects);
   EXPECT_EQ(s.spans == 0, s.objects == 0);
   EXPECT_GE(s.span_bytes, s.objects * s.size);
 }
@@ -102,7 +102,7 @@ TEST(ClassStats, InUseFollowsTheProgramAcrossThreads) {
   t.join();
   const cidmalloc_class_stats mid = Get(cls);
   ExpectConsistent(mid);
-  EXPECT_EQ(mid.in_use, before.in_use + kObjects);
+  EXPECT_EQ(mid.in_use_objects, before.in_use_objects + kObjects);
   EXPECT_GE(mid.objects, before.objects + kObjects);
   EXPECT_GT(mid.spans, 0u);
 
@@ -111,8 +111,8 @@ TEST(ClassStats, InUseFollowsTheProgramAcrossThreads) {
   for (void* p : held) free(p);
   const cidmalloc_class_stats after = Get(cls);
   ExpectConsistent(after);
-  EXPECT_EQ(after.in_use, before.in_use);
-  EXPECT_GT(after.cached, 0u);  // At least this thread's cache took some.
+  EXPECT_EQ(after.in_use_objects, before.in_use_objects);
+  EXPECT_GT(after.cached_objects, 0u);  // This thread's cache took some.
 }
 
 TEST(ClassStats, PrintedTable) {
