@@ -11,7 +11,8 @@
 # (compile a generated C file; binary and its output), git (a 200-file
 # repository: commit, log, gc, fsck), sort (~50 MB), perl (a big hash),
 # the JVM (javac, then a thread pool with zlib and direct buffers) and a
-# Redis server (pipelined fill and churn, a BGSAVE fork; its data set).
+# Redis server (pipelined fill and churn, a BGSAVE fork; its data set; and
+# with two I/O threads under redis-benchmark).
 # python3, sort and java run again under glibc.pthread.rseq=0 (cidmalloc
 # registers rseq itself) and CIDMALLOC_RSEQ_MODE=cpu / none, python3 and
 # sort with rseq(2) denied by a seccomp filter (ENOSYS and EPERM; also gcc
@@ -115,6 +116,7 @@ check "sort 50 MB" check_sort
 check "perl big hash" check_perl
 check "javac, then java: a thread pool, zlib, direct buffers" check_java
 check "redis server: fill, churn, BGSAVE fork, digest" check_redis
+check "redis server with I/O threads, redis-benchmark" check_redis_io_threads
 
 for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   CIDMALLOC_RSEQ_MODE=none; do

@@ -27,6 +27,11 @@
 #   4. bench only: redis-benchmark on database 1 (pipelined set, get,
 #      incr, lpush, lpop, sadd, hset, spop), which the digest excludes;
 #   5. SHUTDOWN NOSAVE; the server must exit with status 0.
+# REDIS_BENCH_REQUESTS: requests per redis-benchmark test (100000).
+# REDIS_SERVER_ARGS, if set, adds server options (split on spaces), e.g.
+# "--io-threads 2 --io-threads-do-reads yes": I/O threads that read
+# queries into buffers they grow, and write replies, beside the main
+# thread.
 # Prints "metric key=value" lines (the server's peak RSS from
 # /proc/PID/status, Redis's used_memory and RSS at the end) and, on
 # success, a last line "ok redis keys=K digest=HEX".  Exits 1 with a
@@ -142,11 +147,13 @@ fi
 
 # --- the server --------------------------------------------------------------
 
+read -r -a SERVER_ARGS <<<"${REDIS_SERVER_ARGS:-}"
 (
   [[ -n "$SERVER_PRELOAD" ]] && export LD_PRELOAD="$SERVER_PRELOAD"
   exec -a redis-server "$SERVER_BIN" --port 0 --unixsocket "$SOCK" \
     --save "" --appendonly no --dir "$DIR" --logfile "$DIR/redis.log" \
-    --enable-debug-command local --daemonize no
+    --enable-debug-command local --daemonize no \
+    ${SERVER_ARGS[@]+"${SERVER_ARGS[@]}"}
 ) &
 SERVER=$!
 # A session that ends early (a failure, or timeout's SIGTERM) takes its
@@ -192,7 +199,7 @@ DIGEST="$(cli debug digest)"
 [[ "$DIGEST" =~ ^[0-9a-f]{40}$ ]] || fail "DEBUG DIGEST: $DIGEST"
 
 if [[ "$MODE" == bench ]]; then
-  redis-benchmark -s "$SOCK" --dbnum 1 -q -n 100000 \
+  redis-benchmark -s "$SOCK" --dbnum 1 -q -n "${REDIS_BENCH_REQUESTS:-100000}" \
     -r 100000 -d 128 -P 16 -c 8 -t set,get,incr,lpush,lpop,sadd,hset,spop \
     >"$DIR/benchmark.log" 2>&1 ||
     fail "redis-benchmark: $(tail -n 3 "$DIR/benchmark.log")"
@@ -204,6 +211,10 @@ MEM="$(cli info memory | tr -d '\r')"
 echo "metric server_hwm_kb=$HWM_KB"
 echo "metric used_memory=$(sed -n 's/^used_memory://p' <<<"$MEM")"
 echo "metric used_memory_rss=$(sed -n 's/^used_memory_rss://p' <<<"$MEM")"
+STATS="$(cli info stats | tr -d '\r')"
+for field in io_threaded_reads_processed io_threaded_writes_processed; do
+  echo "metric $field=$(sed -n "s/^$field://p" <<<"$STATS")"
+done
 
 cli shutdown nosave >/dev/null 2>&1
 wait "$SERVER"

@@ -4,9 +4,10 @@
 # sort (~50 MB), gcc (a C file from tests/preload/gen_c.sh), git (a 200-file
 # repository), perl (a big hash), the JVM (javac, then
 # tests/preload/AllocHeavy.java on a pool of threads) and a Redis server
-# (bench/runner/redis_session.sh: its data set's digest).  Paths are relative to the repository
-# root, tests/preload_test.sh's working directory; the helpers (pre, base,
-# same, run_to, ...) are tests/preload/harness.sh's.
+# (bench/runner/redis_session.sh: its data set's digest; also with I/O
+# threads).  Paths are relative to the repository root,
+# tests/preload_test.sh's working directory; the helpers (pre, base, same,
+# run_to, ...) are tests/preload/harness.sh's.
 # shellcheck shell=bash
 
 # --- python3 -----------------------------------------------------------------
@@ -226,6 +227,28 @@ redis_baseline() {
   run_to "$TMP/redis.base.out" "$TMP/redis.base.err" "redis (glibc)" \
     base bash "$REDIS_SESSION" check "$TMP/redis" 40000 || return 1
   tail -n 1 "$TMP/redis.base.out" >"$TMP/redis.base"
+}
+
+# check_redis_io_threads: the session in bench mode with two I/O threads,
+# which read queries into buffers they grow and write replies while the
+# main thread runs commands (Redis hands them clients only under load:
+# redis-benchmark's 8 pipelined clients); the same data set, and the I/O
+# threads must have read something.
+check_redis_io_threads() {
+  need redis-cli redis-check-rdb redis-benchmark || return
+  redis_baseline || return 1
+  run_to "$TMP/redis.io.out" "$TMP/redis.io.err" "redis (I/O threads)" \
+    pre REDIS_SERVER_ARGS="--io-threads 2 --io-threads-do-reads yes" \
+    REDIS_BENCH_REQUESTS=30000 bash "$REDIS_SESSION" bench "$TMP/redis" 40000 ||
+    return 1
+  tail -n 1 "$TMP/redis.io.out" >"$TMP/redis.io"
+  same "$TMP/redis.base" "$TMP/redis.io" "redis data set" || return 1
+  local reads
+  reads="$(sed -n 's/^metric io_threaded_reads_processed=//p' \
+    "$TMP/redis.io.out")"
+  [[ "$reads" =~ ^[1-9][0-9]*$ ]] ||
+    { say "the I/O threads read nothing ('$reads')"; return 1; }
+  say "$(cat "$TMP/redis.io"); $reads reads on I/O threads"
 }
 
 check_redis() {
