@@ -156,7 +156,7 @@ void* AllocSmallSlow(uint32_t stack_offset) noexcept {
   void* p;
   if (CIDMALLOC_LIKELY(FastFlags() & kFastSoft) &&
       CIDMALLOC_LIKELY(front_end::TryAllocSoft(stack_offset, &p))) {
-    static_cast<uintptr_t*>(p)[1] = 0;  // Not free any more.
+    MarkInUse(p);
     return p;
   }
   return AllocSmallMiss(front_end::ClassOfStackOffset(stack_offset));
@@ -177,7 +177,7 @@ void* AllocSmallMiss(int cls) noexcept {
     }
     MaybeStartBackground();
   }
-  static_cast<uintptr_t*>(p)[1] = 0;
+  MarkInUse(p);
   if (g_counting) CountAlloc(p, served);
   return p;
 }

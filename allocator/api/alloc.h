@@ -98,6 +98,9 @@ inline bool MarkFree(void* p, uintptr_t state) {
   words[1] = mark;
   return true;
 }
+// Clears the mark of the small object at `p`, handed out again: a free of
+// it must not take it for a double free.
+inline void MarkInUse(void* p) { static_cast<uintptr_t*>(p)[1] = 0; }
 
 // Slow paths.  AllocSmallSlow (which takes only the class's stack offset)
 // and FreeSmallSlow start with the soft-ID owner protocol's pop and push
@@ -142,20 +145,20 @@ __attribute__((always_inline)) inline bool PopCached(uintptr_t stack_offset,
   asm("" : "+r"(state));
   if (CIDMALLOC_LIKELY(state & kFastAlloc)) {
     if (CIDMALLOC_LIKELY(front_end::TryAllocCid(stack_offset, p))) {
-      static_cast<uintptr_t*>(*p)[1] = 0;  // Not free any more.
+      MarkInUse(*p);
       return true;
     }
     return false;
   }
   if (state & kFastQualified) {
     if (CIDMALLOC_LIKELY(front_end::TryAllocQualified(stack_offset, p))) {
-      static_cast<uintptr_t*>(*p)[1] = 0;
+      MarkInUse(*p);
       return true;
     }
     return false;
   }
   if ((state & kFastCpu) && front_end::TryAllocAt(stack_offset, p)) {
-    static_cast<uintptr_t*>(*p)[1] = 0;
+    MarkInUse(*p);
     return true;
   }
   return false;
