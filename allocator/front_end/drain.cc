@@ -158,8 +158,12 @@ uint32_t MaybeDrainIdle(uint64_t now) {
   if (!ClaimPeriodEnd(&g_next_idle_scan_ms, now, period)) return 0;
   // The page heap's automatic release of every arena: a free checks only
   // its own (without this, the pages one arena's threads freed waited for
-  // a free into that arena; slow_path_release_test).
-  page_heap::RunAutomaticRelease(page_heap::LockWait::kSkipBusy);
+  // a free into that arena; slow_path_release_test).  Not when the
+  // background thread scans: its every tick runs that release anyway.
+  if (g_idle_scanner.load(std::memory_order_relaxed) ==
+      IdleScanner::kSlowPaths) {
+    page_heap::RunAutomaticRelease(page_heap::LockWait::kSkipBusy);
+  }
   // A slow path does not wait for a drain or a slab's creation: it skips
   // the scan.
   if (!g_lock.TryLock()) return 0;

@@ -23,6 +23,7 @@ void* g_store[kMaxIds];
 uint64_t g_idle_drains = 0;
 uint32_t g_num_slabs = 0;
 uint32_t g_max_id = 0;
+std::atomic<IdleScanner> g_idle_scanner{IdleScanner::kSlowPaths};
 
 }  // namespace internal
 
@@ -32,10 +33,6 @@ using central::Class;
 using central::kNumClasses;
 using namespace internal;  // NOLINT: this file is the store's other half.
 
-// Relaxed: it only decides whether a slow path calls MaybeDrainIdle, whose
-// own election (ClaimPeriodEnd) and locks make a second scanner harmless
-// while the setting changes hands.
-std::atomic<IdleScanner> g_idle_scanner{IdleScanner::kSlowPaths};
 
 // The node of every object in the slab of `id`, or -1 where it follows
 // the threads (raw cids, soft IDs).

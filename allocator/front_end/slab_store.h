@@ -32,6 +32,12 @@ extern void* g_store[kMaxIds];
 extern uint64_t g_idle_drains;
 extern uint32_t g_num_slabs;
 extern uint32_t g_max_id;
+// Who runs the idle scan (SetIdleScanner).  Relaxed: it only decides
+// whether a slow path calls MaybeDrainIdle, and whether the scan releases
+// the page heap's delayed pages too; the scan's own election
+// (ClaimPeriodEnd) and locks make a second scanner harmless while the
+// setting changes hands.
+extern std::atomic<IdleScanner> g_idle_scanner;
 
 // A class's capacity and refill while its misses are sparse (front_end.h,
 // "Capacity"): a quarter batch, at least 2 objects.
