@@ -92,28 +92,39 @@ if ! "$CC" -O2 -pthread -o "$WORKLOAD" tests/preload/valgrind_workload.c \
   exit 1
 fi
 
-# run_workload NAME ENV...: the workload under qemu with cidmalloc
-# preloaded; its summary must say none mode.
-run_workload() {
-  local name="$1" rc=0 var
+# run_preloaded NAME PROGRAM [VAR=VALUE...]: PROGRAM under qemu with
+# cidmalloc preloaded and its summary on (stdout and stderr in
+# $TMP/NAME.out and .err), killed after RUN_LIMIT seconds (300).  Fails
+# the test, returning 1, unless it exits 0 and the summary says none mode
+# (the library was in use).
+run_preloaded() {
+  local name="$1" program="$2" rc=0 var
   local -a env=(-E LD_PRELOAD="$LIB" -E CIDMALLOC_STATS=1)
-  shift
+  shift 2
   for var in "$@"; do env+=(-E "$var"); done
-  timeout -k 5 300 "$QEMU" -L "$SYSROOT" "${env[@]}" "$WORKLOAD" \
-    >"$TMP/$name.out" 2>"$TMP/$name.err" || rc=$?
+  timeout -k 5 "${RUN_LIMIT:-300}" "$QEMU" -L "$SYSROOT" "${env[@]}" \
+    "$program" >"$TMP/$name.out" 2>"$TMP/$name.err" || rc=$?
   if ((rc != 0)); then
-    fail "$name: the workload exited with status $rc:"
+    fail "$name: exited with status $rc:"
     tail -n 10 "$TMP/$name.err"
-    return
-  fi
-  if ! grep -q '^ok ' "$TMP/$name.out"; then
-    fail "$name: no 'ok' line"
-    return
+    return 1
   fi
   if ! grep -q '^cidmalloc: mode none (rseq registration none)' \
     "$TMP/$name.err"; then
     fail "$name: cidmalloc's summary is missing or not none mode:"
     grep '^cidmalloc:' "$TMP/$name.err" | head -n 3
+    return 1
+  fi
+}
+
+# run_workload NAME [VAR=VALUE...]: the workload, which must print its "ok"
+# line.
+run_workload() {
+  local name="$1"
+  shift
+  run_preloaded "$name" "$WORKLOAD" "$@" || return
+  if ! grep -q '^ok ' "$TMP/$name.out"; then
+    fail "$name: no 'ok' line"
     return
   fi
   echo "ok    $name: $(head -n 1 "$TMP/$name.out"); $(grep -m1 \
@@ -122,6 +133,10 @@ run_workload() {
 
 run_workload "workload"
 run_workload "workload, soft IDs under locks only" CIDMALLOC_RSEQ_SOFT=lock
+# Not with CIDMALLOC_BACKGROUND_THREAD=on: qemu-aarch64 7.2 itself aborts
+# (an assertion in its TCG code, qemu_plugin_vcpu_init_hook) in the child
+# of a fork while another thread of the process is running, which the
+# workload's fork then is.
 
 # operator new's failure paths in a C++ program (the weak references to
 # libstdc++ that new_delete.cc makes in the shared library): the lines
@@ -130,26 +145,17 @@ BAD_ALLOC="$TMP/bad_alloc"
 if ! "$CXX" -O2 -o "$BAD_ALLOC" tests/preload/bad_alloc.cc 2>"$TMP/ba.err"; then
   cat "$TMP/ba.err"
   fail "bad_alloc.cc does not compile for aarch64"
-else
+elif RUN_LIMIT=60 run_preloaded bad_alloc "$BAD_ALLOC"; then
   expected="new[]: caught std::bad_alloc
 operator new: caught bad_alloc after 3 handler calls
 nothrow: null after 3 handler calls
 new int: 42"
-  rc=0
-  out="$(timeout -k 5 60 "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$LIB" \
-    -E CIDMALLOC_STATS=1 "$BAD_ALLOC" 2>"$TMP/ba.run.err")" || rc=$?
-  if ((rc != 0)) || [[ "$out" != "$expected" ]]; then
-    fail "C++ program (exit $rc) printed:"
-    echo "$out"
-  elif ! grep -q '^cidmalloc: mode none' "$TMP/ba.run.err"; then
-    fail "C++ program: no cidmalloc summary (library not in use?)"
+  if [[ "$(cat "$TMP/bad_alloc.out")" != "$expected" ]]; then
+    fail "C++ program printed:"
+    cat "$TMP/bad_alloc.out"
   else
     echo "ok    C++ program: bad_alloc, new-handler and nothrow as required"
   fi
 fi
-# Not with CIDMALLOC_BACKGROUND_THREAD=on: qemu-aarch64 7.2 itself aborts
-# (an assertion in its TCG code, qemu_plugin_vcpu_init_hook) in the child
-# of a fork while another thread of the process is running, which the
-# workload's fork then is.
 
 ((FAILED == 0))
