@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "allocator/central/central_list.h"
 #include "allocator/os/check.h"
 #include "allocator/os/config.h"
+#include "allocator/os/os.h"
 #include "allocator/os/spinlock.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/page_heap.h"
@@ -57,11 +57,8 @@ void ForkChild() {
 
 // The cookie's secret, bits 8-63 (g_state's low byte holds the flags).
 uintptr_t RandomCookie() {
-  uintptr_t c = 0;
-  const void* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM));
-  if (random != nullptr) memcpy(&c, static_cast<const char*>(random) + 8, sizeof c);
-  c ^= reinterpret_cast<uintptr_t>(&c) * 0x9e3779b97f4a7c15ull;  // ASLR bits.
-  return (c | 0x100) & ~uintptr_t{0xff};  // Never 0 (see g_state).
+  // Never 0 (see g_state).
+  return (os::RandomSecret(1) | 0x100) & ~uintptr_t{0xff};
 }
 
 void DoInit() {

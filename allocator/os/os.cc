@@ -1,6 +1,8 @@
 #include "allocator/os/os.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -131,5 +133,17 @@ uint64_t MonotonicMs() { return ClockNs(CLOCK_MONOTONIC_COARSE) / 1000000; }
 #if !defined(__x86_64__) && !defined(__i386__)
 uint64_t CycleCount() { return ClockNs(CLOCK_MONOTONIC); }
 #endif
+
+uintptr_t RandomSecret(int which) {
+  uintptr_t c = 0;
+  const void* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM));
+  if (random != nullptr) {
+    memcpy(&c, static_cast<const char*>(random) + (which & 1) * sizeof c,
+           sizeof c);
+  }
+  c ^= reinterpret_cast<uintptr_t>(&c) * 0x9e3779b97f4a7c15ull;  // ASLR.
+  c ^= static_cast<uintptr_t>(which + 1) * 0xc2b2ae3d27d4eb4full;
+  return c != 0 ? c : 1;
+}
 
 }  // namespace cidmalloc::os

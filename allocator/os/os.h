@@ -63,6 +63,11 @@ inline uint64_t CycleCount() { return __builtin_ia32_rdtsc(); }
 uint64_t CycleCount();
 #endif
 
+// A random word, secret to the process, for the layers' free marks
+// (`which` 0 or 1: two independent ones): from the kernel's 16 random
+// bytes (AT_RANDOM) mixed with the address-space layout.  Never 0.
+uintptr_t RandomSecret(int which);
+
 }  // namespace cidmalloc::os
 
 #endif  // CIDMALLOC_ALLOCATOR_OS_OS_H_
