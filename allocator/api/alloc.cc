@@ -13,6 +13,7 @@
 #include "allocator/api/background.h"
 #include "allocator/api/stats_internal.h"
 #include "allocator/central/central_list.h"
+#include "allocator/front_end/run_cache.h"
 #include "allocator/os/check.h"
 #include "allocator/os/config.h"
 #include "allocator/os/os.h"
@@ -179,11 +180,27 @@ void* AllocSmallMiss(int cls) noexcept {
   return p;
 }
 
+namespace {
+// Runs the ID's run stack may hold (front_end/run_cache.h).
+constexpr size_t kMaxCachedRunBytes = size_t{front_end::kMaxCachedRunPages}
+                                      << page_heap::kPageShift;
+}  // namespace
+
 void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
   EnsureInit();
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return nullptr;
+  }
+  // A run of the same length the thread's ID freed last.
+  if (size <= kMaxCachedRunBytes && align <= page_heap::kPageSize) {
+    const auto pages = static_cast<uint32_t>(
+        (size + page_heap::kPageSize - 1) >> page_heap::kPageShift);
+    if (void* p = front_end::TakeRun(pages)) {
+      if (fill == Fill::kZero) memset(p, 0, size);
+      if (g_counting) CountAlloc(p, Served::kCache);
+      return p;
+    }
   }
   bool zeroed = false;
   // The arena: the thread's ID (cid, cpu or soft ID), which the page heap
@@ -208,6 +225,17 @@ void FreeSlow(void* ptr) noexcept {
   if (chunk == nullptr) return InvalidPointer("free(): invalid pointer", ptr);
   // Not a small object: a large allocation, or a span that is free already.
   if (g_counting) CountFree(ptr, FreedOn::kOwnNode);
+  // A run short enough for the ID's run stack; LargeUsableSize is 0 for
+  // anything but the start of a live run (FreeLarge reports it).
+  if (chunk->kind == page_heap::ChunkKind::kHeap) {
+    const size_t bytes = page_heap::LargeUsableSize(chunk, p);
+    if (bytes != 0 && bytes <= kMaxCachedRunBytes &&
+        front_end::CacheRun(
+            ptr, static_cast<uint32_t>(bytes >> page_heap::kPageShift),
+            chunk->node)) {
+      return;
+    }
+  }
   page_heap::FreeLarge(chunk, p);
 }
 
@@ -286,6 +314,11 @@ size_t UsableSize(const char* who, void* ptr) {
   if (chunk == nullptr) Fatal(who, ptr);
   const size_t n = page_heap::LargeUsableSize(chunk, p);
   if (n == 0) Fatal(who, ptr);
+  // A run in an ID's run stack is live to the page heap, freed to the
+  // program.
+  if (n <= kMaxCachedRunBytes && front_end::IsCachedRun(ptr)) {
+    DoubleFree(who, ptr);
+  }
   return n;
 }
 

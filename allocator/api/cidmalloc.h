@@ -23,7 +23,8 @@ struct cidmalloc_stats {
   unsigned slabs;            /* slabs touched: IDs that ever had a cache */
   unsigned max_slab_id;
   unsigned long long slab_bytes;    /* pages of those slabs written */
-  unsigned long long cached_bytes;  /* objects sitting in the caches */
+  unsigned long long cached_bytes;  /* objects (and freed page runs)
+                                       sitting in the caches */
   unsigned long long meta_bytes;    /* allocator metadata mapped */
   int counting;                     /* 1 under CIDMALLOC_STATS=1 */
   unsigned long long mallocs;       /* (counting) allocations */

@@ -16,6 +16,7 @@
 #include "allocator/api/cidmalloc.h"
 #include "allocator/api/stats_internal.h"
 #include "allocator/central/central_list.h"
+#include "allocator/front_end/run_cache.h"
 #include "allocator/page_heap/page_heap.h"
 
 #define CIDMALLOC_EXPORT extern "C" __attribute__((visibility("default")))
@@ -49,7 +50,8 @@ void* Calloc(size_t n, size_t size) {
 // realloc of a large block to a large size without copying, where the page
 // heap can: a page run grows into the free pages after it or gives back its
 // tail; a mapping of its own moves its pages with mremap.  nullptr if not.
-void* ResizeLarge(void* ptr, size_t size) {
+// `old` is the block's usable size.
+void* ResizeLarge(void* ptr, size_t size, size_t old) {
   namespace ph = cidmalloc::page_heap;
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   ph::ChunkInfo* chunk = ph::LookupChunk(p);  // p passed UsableSize.
@@ -57,6 +59,9 @@ void* ResizeLarge(void* ptr, size_t size) {
     return size > ph::kChunkSize ? ph::ResizeHuge(chunk, p, size) : nullptr;
   }
   if (cidmalloc::central::ClassOfAddress(p) != 0) return nullptr;  // Small.
+  // The run the thread's ID cached may be what the growth needs (as the
+  // heap's parked run, which it merges back first).
+  if (size > old) cidmalloc::front_end::ReturnRuns();
   return ph::ResizeRun(chunk, p, size) ? ptr : nullptr;
 }
 
@@ -71,7 +76,7 @@ void* Realloc(void* p, size_t size) {
   // than half of it.
   if (size <= old && size >= old / 2) return p;
   if (size > cidmalloc::central::kMaxSmallSize) {
-    if (void* q = ResizeLarge(p, size)) return q;
+    if (void* q = ResizeLarge(p, size, old)) return q;
   }
   void* q = Alloc(size);
   if (q == nullptr) return nullptr;  // errno is ENOMEM; p is untouched.

@@ -69,6 +69,7 @@ void DrainUnpublished(void* slab, Drain kind) {
   rseq::Stack* r = StackOf(slab, kLayout.remote_offset);
   void* rbuf[kRemoteCapacity];
   InsertMixed(rbuf, r->PopHeldUpTo(rbuf, kRemoteCapacity), via);
+  DrainRunsHeld(slab);
 }
 
 // Drains every slab whose header is `picked` (g_lock held) and clears the
@@ -135,6 +136,7 @@ TopsView ViewTops(void* slab) {
   };
   for (int c = 1; c < kNumClasses; ++c) add(StackOf(slab, kLayout.offset[c]));
   add(StackOf(slab, kLayout.remote_offset));
+  add(StackOf(slab, kLayout.run_offset));
   return v;
 }
 

@@ -62,7 +62,7 @@ HotRange g_caller_statics{0, 0};  // Set by Init, before any slab.
 uint32_t SlabPhase(uint32_t id) {
   constexpr uint32_t kPage = 4096;
   constexpr uint32_t kStacksBytes =
-      kLayout.remote_offset + sizeof(rseq::Stack) - kHeaderBytes;
+      kLayout.run_offset + sizeof(rseq::Stack) - kHeaderBytes;
   const HotRange hot[] = {
       {reinterpret_cast<uintptr_t>(rseq::SectionStatics()),
        rseq::kSectionStaticsBytes},
@@ -103,6 +103,7 @@ void* EnsureSlab(uint32_t id) {
   // miss of a class grants its first batch (TryGrow), so a slab's pages are
   // touched only for the classes its threads use.
   StackOf(slab, kLayout.remote_offset)->capacity = kRemoteCapacity;
+  StackOf(slab, kLayout.run_offset)->capacity = kRunCapacity;
   // Relaxed: SlabOf only asks whether the ID has a slab; the slab's
   // contents are published by the release store below.
   __atomic_store_n(&g_store[id], slab, __ATOMIC_RELAXED);
@@ -128,8 +129,6 @@ void* SlabOf(uint32_t id) {
   return EnsureSlab(id);
 }
 
-// The calling thread's slab, or nullptr (see EnsureSlab).
-void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
 
 // How far TryGrow may grow a class.
 enum class Growth : uint8_t {
@@ -304,6 +303,7 @@ void SweepSlab(void* slab, Sweep kind) {
       ShrinkClass(hdr, c, cap, 0, central::Via::kSpans);
     }
   }
+  if (kind == Sweep::kPeriod) SweepRuns();
 }
 
 // Counts a slow-path event of `slab` and runs what is due: the idle scan of
@@ -364,12 +364,15 @@ void InsertMixed(void** objs, uint32_t n, central::Via via) {
   }
 }
 
+void* CurrentSlab() { return SlabOf(rseq::CurrentId()); }
+
 }  // namespace internal
 
 void Init(const os::Config* config, const void* caller_statics,
           size_t bytes) {
   g_config = config;
   g_caller_statics = {reinterpret_cast<uintptr_t>(caller_statics), bytes};
+  InitRuns();
   // free() finds a class's stack from the span tag (TryFreeAt).
   central::SetTagPayloads(kLayout.offset);
 }
@@ -506,6 +509,8 @@ void CheckInvariants() {
       CheckStack(slab, kLayout.offset[c], c, Class(c).max_capacity);
     }
     CheckStack(slab, kLayout.remote_offset, 0, kRemoteCapacity);
+    const char* bad = CheckRunsHeld(slab);
+    CIDMALLOC_CHECK(bad == nullptr, bad);
   }
 }
 

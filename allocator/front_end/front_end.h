@@ -16,6 +16,7 @@
 //   [0, kHeaderBytes)            SlabHeader
 //   offset[cls]                  rseq::Stack of class cls
 //   remote_offset                rseq::Stack of remote objects
+//   run_offset                   rseq::Stack of page runs (run_cache.h)
 // A stack is 16 bytes: the cached objects hold its links (rseq/rseq.h).
 //
 // Capacity: a class starts at 0 (its stack never written).  What a miss
@@ -80,6 +81,8 @@ namespace cidmalloc::front_end {
 
 inline constexpr uint32_t kMaxIds = rseq::kMaxRseqIds + rseq::kMaxSoftIds;
 inline constexpr uint32_t kRemoteCapacity = 64;
+// Page runs a slab's run stack holds at most (run_cache.h).
+inline constexpr uint32_t kRunCapacity = 1;
 inline constexpr uint32_t kHeaderBytes = 512;
 inline constexpr uint32_t kSweepEvents = 1024;
 // SlabHeader::last_miss counts units of 2^kMissStampShift cycles (4-16 us
@@ -97,6 +100,7 @@ inline constexpr uint8_t kDenseStreak = 2;
 struct SlabLayout {
   uint32_t offset[central::kNumClasses];
   uint32_t remote_offset;
+  uint32_t run_offset;
   uint32_t bytes;
 };
 
@@ -108,6 +112,8 @@ constexpr SlabLayout MakeLayout() {
     at += sizeof(rseq::Stack);
   }
   l.remote_offset = at;
+  at += sizeof(rseq::Stack);
+  l.run_offset = at;
   at += sizeof(rseq::Stack);
   l.bytes = (at + 63) & ~63u;
   return l;
@@ -303,8 +309,10 @@ void OnSoftIdExit(uint32_t id);
 // Walks every slab's stacks and aborts with a message unless each is a
 // well-formed chain (counts one less down every link, 0 at the bottom) of
 // at most its maximum capacity of objects of its class and node, each at
-// an object start.  Only while no other thread allocates or frees: the
-// stacks are read outside any critical section (tests, debugging).
+// an object start, and the run stack's of marked live page runs of their
+// recorded length and node (run_cache.h).  Only while no other thread
+// allocates or frees: the stacks are read outside any critical section
+// (tests, debugging).
 void CheckInvariants();
 
 void ForkPrepare();
@@ -320,7 +328,8 @@ struct Stats {
   uint64_t slab_bytes;     // Pages of those slabs ever written: headers,
                            // the remote stacks, and the stacks of classes
                            // ever used.
-  uint64_t cached_bytes;   // Bytes of objects sitting in the caches.
+  uint64_t cached_bytes;   // Bytes of objects and page runs sitting in
+                           // the caches.
   uint64_t idle_drains;    // Slabs drained because they were idle.
 };
 void GetStats(Stats* out);

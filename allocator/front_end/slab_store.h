@@ -75,6 +75,21 @@ inline bool ClaimPeriodEnd(std::atomic<uint64_t>* next, uint64_t now,
   return due != 0;
 }
 
+// The calling thread's slab, created if its ID has none; nullptr while it
+// is being drained or if memory ran out (front_end.cc, EnsureSlab).
+void* CurrentSlab();
+
+// The run stacks (run_cache.cc): the marks' secret (Init); a slab's runs
+// back to their heaps, by a drainer that holds the slab (unpublished and
+// quiesced); the current ID's runs back (its slab's period sweep); the
+// bytes of the runs a slab holds (a recent figure); and CheckInvariants'
+// walk of a held slab's run stack (nullptr, or what is wrong).
+void InitRuns();
+void DrainRunsHeld(void* slab);
+void SweepRuns();
+uint64_t CachedRunBytes(void* slab);
+const char* CheckRunsHeld(void* slab);
+
 // Sends objects of mixed classes home (the remote stack's, a drained
 // slab's), grouped by class.
 void InsertMixed(void** objs, uint32_t n,

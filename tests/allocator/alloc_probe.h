@@ -10,6 +10,7 @@
 #include "allocator/api/alloc.h"
 #include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
+#include "allocator/front_end/run_cache.h"
 #include "allocator/page_heap/chunk.h"
 #include "allocator/page_heap/pagemap.h"
 
@@ -55,7 +56,8 @@ inline int NodeOfPointer(const void* ptr) {
 // True if the block the test allocated at `ptr` (and has since passed to a
 // deallocation function) is free in the allocator's eyes: a small object
 // carries the free cookie, a large run's first page has no run length any
-// more, a huge mapping is gone from the pagemap or sits in its node's cache.
+// more (or the run sits marked in a run stack), a huge mapping is gone
+// from the pagemap or sits in its node's cache.
 // Only meaningful right after the deallocation, before anything could
 // reuse the block.
 inline bool LooksFreed(void* ptr) {
@@ -71,7 +73,11 @@ inline bool LooksFreed(void* ptr) {
     return static_cast<volatile uintptr_t*>(ptr)[1] ==
            cidmalloc::api::FreeMark(p, cidmalloc::api::g_state);
   }
-  return c->run_pages[PageIndex(p)] == 0;
+  // A run back in the page heap, or (up to 128 KiB) in the freeing
+  // thread's run stack, marked so (front_end/run_cache.h).
+  const uint32_t pages = c->run_pages[PageIndex(p)];
+  return pages == 0 || (pages <= cidmalloc::front_end::kMaxCachedRunPages &&
+                        cidmalloc::front_end::IsCachedRun(ptr));
 }
 
 }  // namespace cidmalloc_test

@@ -1,0 +1,195 @@
+// tests/allocator/run_cache_test.cc: the per-ID cache of freed page runs
+// (allocator/front_end/run_cache.h) in a process that runs on cidmalloc:
+// which allocation gets a cached run, when a run goes back to its heap,
+// and that the cache holds only runs that are freed and marked so.
+#include <malloc.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <thread>
+
+#include "allocator/api/cidmalloc.h"
+#include "allocator/front_end/front_end.h"
+#include "allocator/front_end/run_cache.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace fe = ::cidmalloc::front_end;
+
+constexpr size_t kKiB = 1024;
+constexpr size_t kPage = 8 * kKiB;  // The page heap's page.
+
+// Keeps the compiler from pairing a malloc with its free, from taking
+// stores before a free for dead ones, or from seeing a freed pointer used
+// again.
+void* Opaque(void* p) {
+  asm volatile("" : "+r"(p) : : "memory");
+  return p;
+}
+// A pointer's address, to compare with later allocations once it is freed.
+uintptr_t Addr(void* p) { return reinterpret_cast<uintptr_t>(Opaque(p)); }
+void* At(uintptr_t a) { return Opaque(reinterpret_cast<void*>(a)); }
+
+uint64_t CachedBytes() {
+  cidmalloc_stats s;
+  EXPECT_GE(cidmalloc_get_stats_sized(&s, sizeof s), sizeof s);
+  return s.cached_bytes;
+}
+
+// The tests below look at the calling thread's run stack: they start from
+// an empty one (a run another test left goes back with the trim).
+class RunCache : public ::testing::Test {
+ protected:
+  void SetUp() override { malloc_trim(0); }
+  void TearDown() override { fe::CheckInvariants(); }
+};
+
+TEST_F(RunCache, AFreedRunGoesToTheNextAllocationOfItsLength) {
+  const uint64_t before = CachedBytes();
+  char* p = static_cast<char*>(malloc(100 * kKiB));  // 13 pages.
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x5a, 100 * kKiB);
+  const uintptr_t pa = Addr(p);
+  free(Opaque(p));
+  EXPECT_EQ(CachedBytes(), before + 13 * kPage);
+  fe::CheckInvariants();  // With a run cached.
+  // Another size of the same length in pages.
+  char* q = static_cast<char*>(malloc(13 * kPage - 100));
+  EXPECT_EQ(Addr(q), pa);
+  EXPECT_EQ(CachedBytes(), before);
+  EXPECT_EQ(malloc_usable_size(q), 13 * kPage);
+  // The header the cache wrote is gone from the bytes the program can see
+  // as freed-run marks; the rest of the contents are the old ones.
+  EXPECT_FALSE(fe::IsCachedRun(q));
+  EXPECT_EQ(static_cast<unsigned char>(q[100 * kKiB - 1]), 0x5a);
+  free(q);
+}
+
+TEST_F(RunCache, CallocOfACachedRunReadsAsZero) {
+  char* p = static_cast<char*>(malloc(90 * kKiB));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0xff, 90 * kKiB);
+  const uintptr_t pa = Addr(p);
+  free(Opaque(p));
+  char* q = static_cast<char*>(calloc(1, 90 * kKiB));
+  ASSERT_EQ(Addr(q), pa);  // The cached run: zeroed by calloc, not by the OS.
+  for (size_t i = 0; i < 90 * kKiB; ++i) {
+    ASSERT_EQ(q[i], 0) << "byte " << i;
+  }
+  free(q);
+}
+
+TEST_F(RunCache, AnotherLengthSendsTheRunBackFirst) {
+  const uint64_t before = CachedBytes();
+  void* p = malloc(100 * kKiB);
+  const uintptr_t pa = Addr(p);
+  free(p);
+  ASSERT_EQ(CachedBytes(), before + 13 * kPage);
+  void* q = malloc(72 * kKiB);  // 9 pages: the 13-page run goes back.
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(CachedBytes(), before);
+  // Its mark is gone (unless q took its pages and the mark with them).
+  EXPECT_TRUE(Addr(q) == pa || !fe::IsCachedRun(At(pa)));
+  free(q);  // Now the 9-page run is the cached one.
+  EXPECT_EQ(CachedBytes(), before + 9 * kPage);
+}
+
+TEST_F(RunCache, OnlyRunsUpTo128KiBAndAlignedToAPageAreCached) {
+  const uint64_t before = CachedBytes();
+  free(Opaque(malloc(129 * kKiB)));  // 17 pages.
+  EXPECT_EQ(CachedBytes(), before);
+  // A run allocated at a larger alignment is cached once freed (its start
+  // is aligned to a page too), but an allocation at such an alignment
+  // never takes a cached run: it may not be aligned enough.
+  void* aligned = nullptr;
+  ASSERT_EQ(posix_memalign(&aligned, 64 * kKiB, 100 * kKiB), 0);
+  const uintptr_t aa = Addr(aligned);
+  free(aligned);
+  EXPECT_EQ(CachedBytes(), before + 13 * kPage);
+  void* p = malloc(100 * kKiB);
+  EXPECT_EQ(Addr(p), aa);
+  free(p);
+  void* q = nullptr;
+  ASSERT_EQ(posix_memalign(&q, 256 * kKiB, 100 * kKiB), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % (256 * kKiB), 0u);
+  free(q);
+}
+
+TEST_F(RunCache, TrimAndReallocGrowthGiveTheRunBack) {
+  const uint64_t before = CachedBytes();
+  free(Opaque(malloc(80 * kKiB)));
+  ASSERT_EQ(CachedBytes(), before + 10 * kPage);
+  malloc_trim(0);
+  EXPECT_EQ(CachedBytes(), before);
+
+  // realloc growing a run in place first gives the ID's cached run back to
+  // its heap, whose pages the growth may need.
+  void* a = malloc(72 * kKiB);
+  free(Opaque(malloc(72 * kKiB)));
+  ASSERT_EQ(CachedBytes(), before + 9 * kPage);
+  const uintptr_t aa = Addr(a);
+  void* grown = realloc(a, 120 * kKiB);
+  ASSERT_NE(grown, nullptr);
+  // Grown in place, or moved: then a, freed, is the cached run.
+  EXPECT_EQ(CachedBytes(), before + (Addr(grown) == aa ? 0 : 9 * kPage));
+  free(grown);
+}
+
+TEST_F(RunCache, ARunFreedOnAnotherThreadGoesToThatThreadsCache) {
+  void* p = malloc(100 * kKiB);
+  std::thread([p] {
+    const uintptr_t pa = Addr(p);
+    free(p);
+    // This thread's ID holds it: its next allocation of the length gets it.
+    void* q = malloc(100 * kKiB);
+    EXPECT_EQ(Addr(q), pa);
+    free(q);
+  }).join();
+  fe::CheckInvariants();
+}
+
+// ---- Misuse ----------------------------------------------------------------
+
+TEST(RunCacheDeathTest, DoubleFreeOfACachedRun) {
+  EXPECT_DEATH(
+      {
+        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        free(At(pa));
+        free(At(pa));
+      },
+      "free\\(\\): double free \\(a cached page run\\)");
+}
+
+TEST(RunCacheDeathTest, ReallocAndUsableSizeOfACachedRun) {
+  EXPECT_DEATH(
+      {
+        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        free(At(pa));
+        free(realloc(At(pa), 120 * kKiB));
+      },
+      "realloc\\(\\).*double free");
+  EXPECT_DEATH(
+      {
+        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        free(At(pa));
+        fprintf(stderr, "%zu\n", malloc_usable_size(At(pa)));
+      },
+      "malloc_usable_size\\(\\).*double free");
+}
+
+TEST(RunCacheDeathTest, CheckInvariantsRefusesAnUnmarkedRun) {
+  EXPECT_DEATH(
+      {
+        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        free(At(pa));
+        // A use after free that overwrites the cached run's mark.
+        static_cast<fe::RunHeader*>(At(pa))->mark = 0;
+        fe::CheckInvariants();
+      },
+      "a cached run that is no marked live run");
+}
+
+}  // namespace
