@@ -16,6 +16,9 @@
 
 namespace cidmalloc::rseq::cs {
 
+// The sections exist here (rseq/cs_none.h is the interface without them).
+inline constexpr bool kHaveSections = true;
+
 // Each function returns true on commit and false on failure (bad ID, absent
 // per-ID region, empty or full stack, and for the node-qualified pushes a
 // thread not on `node`); an abort restarts it internally.  K selects the

@@ -47,12 +47,10 @@ uint32_t LoadRseqId() {
 // ID.
 bool RseqIdInRange() { return LoadRseqId() != ~0u; }
 
-#if CIDMALLOC_RSEQ_X86_64
 // The critical section of the process's ID kind (raw or node-qualified).
 bool IsQualified() { return g_process.id_kind == IdKind::kNodeQualified; }
 // The node a node-qualified push insists on.
 int32_t PushNode(int node) { return node >= 0 ? node : CurrentNode(); }
-#endif
 
 // The thread's path for a per-ID operation, demoting it to soft IDs if its
 // rseq ID is unusable (out of range: never seen, but never trusted).
@@ -108,8 +106,7 @@ int GetCpuSlow(unsigned* cpu, unsigned* node) {
   EnsureInit();
   if (g_process.registration != Registration::kNone) {
     if (t_path == ThreadPath::kUnknown) ThreadPathSlow();
-#if CIDMALLOC_RSEQ_X86_64
-    if (g_process.has_node_id) {
+    if (cs::kHaveSections && g_process.has_node_id) {
       int32_t c, n;
       cs::CpuNode(&c, &n);
       if (c >= 0) {
@@ -118,7 +115,6 @@ int GetCpuSlow(unsigned* cpu, unsigned* node) {
         return 0;
       }
     }
-#endif
     const int32_t c = AreaCpuId();
     if (c >= 0) {
       // No node_id (Linux < 6.3): the node of a cpu never changes, so the
@@ -133,14 +129,12 @@ int GetCpuSlow(unsigned* cpu, unsigned* node) {
 
 void CounterAddSlow(uintptr_t base, int64_t delta) {
   EnsureInit();
-#if CIDMALLOC_RSEQ_X86_64
-  while (OperationPath() == ThreadPath::kRseq) {
+  while (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     if (IsQualified() ? cs::CounterAdd<IdKind::kNodeQualified>(base, delta)
                       : cs::CounterAdd(base, delta)) {
       return;
     }
   }
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   CIDMALLOC_RSEQ_INJECT_C(0);
@@ -156,8 +150,7 @@ void CounterAddSlow(uintptr_t base, int64_t delta) {
 
 void* PopSlow(void* const* table, uintptr_t offset) {
   EnsureInit();
-#if CIDMALLOC_RSEQ_X86_64
-  if (OperationPath() == ThreadPath::kRseq) {
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     void* item;
     if (IsQualified() ? cs::Pop<IdKind::kNodeQualified>(table, offset, &item)
                       : cs::Pop(table, offset, &item)) {
@@ -166,7 +159,6 @@ void* PopSlow(void* const* table, uintptr_t offset) {
     if (RseqIdInRange()) return nullptr;
     t_path = ThreadPath::kSoft;
   }
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   void* item = nullptr;
@@ -179,8 +171,7 @@ void* PopSlow(void* const* table, uintptr_t offset) {
 
 bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
   EnsureInit();
-#if CIDMALLOC_RSEQ_X86_64
-  if (OperationPath() == ThreadPath::kRseq) {
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     if (IsQualified() ? cs::Push<IdKind::kNodeQualified>(table, offset, item,
                                                          PushNode(node))
                       : cs::Push(table, offset, item)) {
@@ -189,9 +180,6 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
     if (RseqIdInRange()) return false;
     t_path = ThreadPath::kSoft;
   }
-#else
-  (void)node;  // Soft IDs take any node's objects.
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   Stack* s = SoftStack(table, offset, index);
@@ -204,8 +192,7 @@ bool PushSlow(void* const* table, uintptr_t offset, void* item, int node) {
 uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
                       uint32_t want) {
   EnsureInit();
-#if CIDMALLOC_RSEQ_X86_64
-  if (OperationPath() == ThreadPath::kRseq) {
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     const uint32_t n =
         IsQualified()
             ? cs::PopBatch<IdKind::kNodeQualified>(table, offset, out, want)
@@ -213,7 +200,6 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
     if (n != 0 || RseqIdInRange()) return n;
     t_path = ThreadPath::kSoft;
   }
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   uint32_t n = 0;
@@ -229,8 +215,7 @@ uint32_t PopBatchSlow(void* const* table, uintptr_t offset, void** out,
 uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
                        uint32_t want, int node) {
   EnsureInit();
-#if CIDMALLOC_RSEQ_X86_64
-  if (OperationPath() == ThreadPath::kRseq) {
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     const uint32_t n =
         IsQualified() ? cs::PushBatch<IdKind::kNodeQualified>(
                             table, offset, in, want, PushNode(node))
@@ -238,9 +223,6 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
     if (n != 0 || RseqIdInRange()) return n;
     t_path = ThreadPath::kSoft;
   }
-#else
-  (void)node;
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   uint32_t n = 0;
@@ -257,8 +239,7 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
                        uint32_t limit) {
   EnsureInit();
   if (limit > Stack::kMaxCapacity) limit = Stack::kMaxCapacity;
-#if CIDMALLOC_RSEQ_X86_64
-  if (OperationPath() == ThreadPath::kRseq) {
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     const int64_t c =
         IsQualified() ? cs::AdjustCapacity<IdKind::kNodeQualified>(
                             table, offset, delta, limit)
@@ -266,7 +247,6 @@ int64_t AdjustCapacity(void* const* table, uintptr_t offset, int32_t delta,
     if (c >= 0 || RseqIdInRange()) return c;
     t_path = ThreadPath::kSoft;
   }
-#endif
   const SoftHold hold = SoftEnter();
   const uint32_t index = hold.index;
   int64_t c = -1;

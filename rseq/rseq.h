@@ -49,6 +49,8 @@
 #include "rseq/state.h"
 #if CIDMALLOC_RSEQ_X86_64
 #include "rseq/cs_x86_64.h"
+#else
+#include "rseq/cs_none.h"  // No sections yet: the soft-ID paths serve.
 #endif
 
 namespace cidmalloc::rseq {
@@ -230,8 +232,7 @@ inline constexpr int kAnyNode = -1;
 // with errno set if even the system call fails.
 int GetCpuSlow(unsigned* cpu, unsigned* node);
 inline int GetCpu(unsigned* cpu, unsigned* node) {
-#if CIDMALLOC_RSEQ_X86_64
-  if (CIDMALLOC_LIKELY(g_process.has_node_id)) {
+  if (cs::kHaveSections && CIDMALLOC_LIKELY(g_process.has_node_id)) {
     int32_t c, n;
     cs::CpuNode(&c, &n);
     if (CIDMALLOC_LIKELY(c >= 0)) {
@@ -240,7 +241,6 @@ inline int GetCpu(unsigned* cpu, unsigned* node) {
       return 0;
     }
   }
-#endif
   return GetCpuSlow(cpu, node);
 }
 
@@ -264,34 +264,28 @@ uint32_t PushBatchSlow(void* const* table, uintptr_t offset, void* const* in,
 // base + (id << CIDMALLOC_COUNTER_STRIDE_SHIFT); the counter array must
 // cover NumIds() IDs.  Always succeeds.
 inline void CounterAdd(uintptr_t base, int64_t delta) {
-#if CIDMALLOC_RSEQ_X86_64
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::CounterAdd(base, delta))) {
     return;
   }
-#endif
   return CounterAddSlow(base, delta);
 }
 
 inline void* Pop(void* const* table, uintptr_t offset) {
-#if CIDMALLOC_RSEQ_X86_64
   void* item;
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::Pop(table, offset, &item))) {
     return item;
   }
-#endif
   return PopSlow(table, offset);
 }
 
 inline bool Push(void* const* table, uintptr_t offset, void* item,
                  int node = kAnyNode) {
-#if CIDMALLOC_RSEQ_X86_64
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw) &&
       CIDMALLOC_LIKELY(cs::Push(table, offset, item))) {
     return true;
   }
-#endif
   return PushSlow(table, offset, item, node);
 }
 
@@ -332,28 +326,13 @@ inline bool RawIdIsMmCid() {
 // RawIdIsMmCid().
 template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kWideTable>
 inline bool PopUnchecked(void* const* table, uintptr_t offset, void** item) {
-#if CIDMALLOC_RSEQ_X86_64
   return cs::Pop<K, B>(table, offset, item);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  return false;
-#endif
 }
 
 template <IdKind K = IdKind::kRaw, IdBound B = IdBound::kWideTable>
 inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
                           int node = 0) {
-#if CIDMALLOC_RSEQ_X86_64
   return cs::Push<K, B>(table, offset, item, node);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  (void)node;
-  return false;
-#endif
 }
 
 // The node-qualified sections of inline fast paths: PopUnchecked /
@@ -363,27 +342,12 @@ inline bool PushUnchecked(void* const* table, uintptr_t offset, void* item,
 // restart loop costs the inline caller a register and an instruction).
 inline bool PopQualifiedOnce(void* const* table, uintptr_t offset,
                              void** item) {
-#if CIDMALLOC_RSEQ_X86_64
   return cs::PopOnce<IdKind::kNodeQualified>(table, offset, item);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  return false;
-#endif
 }
 
 inline bool PushQualifiedOnce(void* const* table, uintptr_t offset,
                               void* item, int node) {
-#if CIDMALLOC_RSEQ_X86_64
   return cs::PushOnce<IdKind::kNodeQualified>(table, offset, item, node);
-#else
-  (void)table;
-  (void)offset;
-  (void)item;
-  (void)node;
-  return false;
-#endif
 }
 
 // Soft IDs under the owner protocol (none mode; soft_ids.h): a pop or push
@@ -464,12 +428,10 @@ inline bool TryPush(void* const* table, uintptr_t offset, void* item) {
 inline uint32_t PopBatch(void* const* table, uintptr_t offset, void** out,
                          uint32_t want) {
   if (want == 0) return 0;
-#if CIDMALLOC_RSEQ_X86_64
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw)) {
     const uint32_t n = cs::PopBatch(table, offset, out, want);
     if (CIDMALLOC_LIKELY(n != 0)) return n;
   }
-#endif
   return PopBatchSlow(table, offset, out, want);
 }
 
@@ -479,12 +441,10 @@ inline uint32_t PushBatch(void* const* table, uintptr_t offset,
                           void* const* in, uint32_t want,
                           int node = kAnyNode) {
   if (want == 0) return 0;
-#if CIDMALLOC_RSEQ_X86_64
   if (CIDMALLOC_LIKELY(g_process.id_kind == IdKind::kRaw)) {
     const uint32_t n = cs::PushBatch(table, offset, in, want);
     if (CIDMALLOC_LIKELY(n != 0)) return n;
   }
-#endif
   return PushBatchSlow(table, offset, in, want, node);
 }
 
