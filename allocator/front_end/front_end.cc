@@ -129,7 +129,6 @@ void* SlabOf(uint32_t id) {
   return EnsureSlab(id);
 }
 
-
 // How far TryGrow may grow a class.
 enum class Growth : uint8_t {
   kAny,         // to a batch, or by a batch beyond it (dense misses);

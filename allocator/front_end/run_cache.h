@@ -17,7 +17,8 @@
 // also go back at each period sweep of their slab (CIDMALLOC_CACHE_IDLE_MS),
 // at malloc_trim and with the idle scan's drains.  Per-ID caches of more
 // runs, or of a run per length, kept freed memory from merging:
-// realloc_growth's peak RSS grew 1.13-1.24x (docs/benchmarks/tuning_log.md).
+// realloc_growth's peak RSS grew 1.13-1.24x; with this one, 1.05x (one
+// 2 MiB chunk more at its peak; docs/benchmarks/tuning_log.md).
 //
 // A cached run stays live in the page heap's books (its run_pages entry);
 // its first bytes hold a RunHeader.  The mark tells a cached run from a

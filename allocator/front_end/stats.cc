@@ -32,10 +32,10 @@ uint32_t RawIdOf(uint32_t id) {
 }
 
 // The 4 KiB pages of `slab` that may have been written: its header, its
-// remote and run stacks, and the stack of each class ever granted a capacity (a
-// stack is written only once it has one): marked in used_classes by the
-// grant, or, where the thread moved to this ID between reading its ID and
-// the grant, seen as a capacity now.
+// remote and run stacks, and the stack of each class ever granted a
+// capacity (a stack is written only once it has one): marked in
+// used_classes by the grant, or, where the thread moved to this ID between
+// reading its ID and the grant, seen as a capacity now.
 uint64_t TouchedBytes(void* slab) {
   constexpr uint32_t kPage = 4096;
   constexpr uint32_t kMaxPages = kLayout.bytes / kPage + 2;
@@ -47,7 +47,8 @@ uint64_t TouchedBytes(void* slab) {
     for (uintptr_t p = first; p <= last; ++p) touched[p] = true;
   };
   mark(0, kHeaderBytes);
-  mark(kLayout.remote_offset, 2 * sizeof(rseq::Stack));  // And the runs'.
+  mark(kLayout.remote_offset, sizeof(rseq::Stack));
+  mark(kLayout.run_offset, sizeof(rseq::Stack));
   const SlabHeader* hdr = HeaderOf(slab);
   for (int c = 1; c < kNumClasses; ++c) {
     const rseq::Stack* s = StackOf(slab, kLayout.offset[c]);
