@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "allocator/central/central_list.h"
+#include "allocator/front_end/run_cache.h"
 #include "allocator/front_end/slab_store.h"
 #include "allocator/os/check.h"
 #include "allocator/os/os.h"
@@ -302,7 +303,7 @@ void SweepSlab(void* slab, Sweep kind) {
       ShrinkClass(hdr, c, cap, 0, central::Via::kSpans);
     }
   }
-  if (kind == Sweep::kPeriod) SweepRuns();
+  if (kind == Sweep::kPeriod) ReturnRuns();  // run_cache.h
 }
 
 // Counts a slow-path event of `slab` and runs what is due: the idle scan of

@@ -32,10 +32,10 @@ void CachedRunFreed(void* run) {
 }
 
 bool CacheRunSlow(void* run, int node) {
-  const uint32_t id = rseq::CurrentId();
-  if (Published(id) == nullptr &&
-      __atomic_load_n(&g_store[id], __ATOMIC_RELAXED) == nullptr &&
-      CurrentSlab() != nullptr &&
+  // A published slab refused the run (full, or another node): no retry.
+  // Else CurrentSlab creates the ID's slab, or is nullptr while a drain
+  // holds it.
+  if (Published(rseq::CurrentId()) == nullptr && CurrentSlab() != nullptr &&
       rseq::Push(g_slabs, kLayout.run_offset, run, node)) {
     return true;
   }
@@ -56,8 +56,6 @@ void DrainRunsHeld(void* slab) {
   void* run;
   while (s->PopHeld(&run)) FreeRun(run);
 }
-
-void SweepRuns() { ReturnRuns(); }
 
 uint64_t CachedRunBytes(void* slab) {
   // Relaxed: a statistic.  The top run only (kRunCapacity is 1); its

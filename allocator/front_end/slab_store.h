@@ -81,12 +81,11 @@ void* CurrentSlab();
 
 // The run stacks (run_cache.cc): the marks' secret (Init); a slab's runs
 // back to their heaps, by a drainer that holds the slab (unpublished and
-// quiesced); the current ID's runs back (its slab's period sweep); the
-// bytes of the runs a slab holds (a recent figure); and CheckInvariants'
-// walk of a held slab's run stack (nullptr, or what is wrong).
+// quiesced); the bytes of the runs a slab holds (a recent figure); and
+// CheckInvariants' walk of a held slab's run stack (nullptr, or what is
+// wrong).  The period sweep calls ReturnRuns (run_cache.h).
 void InitRuns();
 void DrainRunsHeld(void* slab);
-void SweepRuns();
 uint64_t CachedRunBytes(void* slab);
 const char* CheckRunsHeld(void* slab);
 
