@@ -185,9 +185,12 @@ void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
 // places blocks nearly as it would without it (an allocation that finds a
 // free block of its order leaves it parked): merged only when the heap ran
 // out of blocks, parking made realloc_growth reserve and touch more (41.0
-// -> 43.0 MiB peak).  Only runs of up to kMaxParkedPages are parked: with the
-// merge-before-split rule, 16 pages (128 KiB) left realloc_growth's peak
-// unchanged, 32 pages made it 44.8 MiB, 64 and 256 pages 42.8
+// -> 43.0 MiB peak).  An automatic release pass merges it too (it is
+// committed memory like any free block).  Runs of up to a chunk are parked
+// (kMaxParkedPages): before the front end's run stacks took the runs of up
+// to 16 pages, 16 pages had left realloc_growth's peak unchanged, 32 pages
+// made it 44.8 MiB, 64 and 256 pages 42.8; with them, a chunk left it at
+// 42.9-43.0 MiB and took 512 KiB pairs from 71 to 35 ns
 // (docs/benchmarks/tuning_log.md).
 void Unpark(NodeHeap* h) {
   if (h->parked_pages == 0) return;

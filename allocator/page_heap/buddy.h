@@ -77,9 +77,9 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
 // The order of the free block of c that contains page p, or -1.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p);
 
-// The parked run (buddy.cc): runs of up to this many pages freed last are
-// kept whole for the next allocation of the same length.
-inline constexpr uint32_t kMaxParkedPages = 16;
+// The parked run (buddy.cc): runs of up to this many pages (a chunk) freed
+// last are kept whole for the next allocation of the same length.
+inline constexpr uint32_t kMaxParkedPages = kPagesPerChunk;
 // Frees the parked run into the buddy heap, if there is one.
 void Unpark(NodeHeap* h);
 // Parks the freed run [page, page + n) of c (merging the one parked

@@ -162,6 +162,9 @@ bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
     if (idle <= keep) return evicted;
   }
   const size_t target = committed - (idle - keep / 2);
+  // The parked run (up to a chunk) is committed but no free block: merged
+  // first, it can go back too.
+  Unpark(h);
   ReleaseLocked(h, target, kAutoReleaseMinOrder);
   const size_t after = CommittedFreePages(h);
   h->release_floor = after > target ? after : 0;

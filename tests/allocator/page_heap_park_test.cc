@@ -23,13 +23,16 @@ uintptr_t Alloc(size_t pages, bool* zeroed) {
 }
 void Free(uintptr_t p) { ph::FreeLarge(ph::LookupChunk(p), p); }
 
+// The page heap reads it through the pointer Init keeps: a test may change
+// it (and must restore it).
+cidmalloc::os::Config g_config;
+
 class PageHeapPark : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    static cidmalloc::os::Config config;
-    config.release_threshold = SIZE_MAX / 2;
-    config.release_delay_ms = 0;
-    ph::Init(&config);
+    g_config.release_threshold = SIZE_MAX / 2;
+    g_config.release_delay_ms = 0;
+    ph::Init(&g_config);
   }
   void TearDown() override { ph::CheckInvariants(); }
 };
@@ -84,16 +87,34 @@ TEST_F(PageHeapPark, AnotherLengthLeavesItParkedAndItCountsAsFree) {
   Free(again);
 }
 
-TEST_F(PageHeapPark, OnlyRunsUpToTheLimitAreParked) {
+TEST_F(PageHeapPark, RunsOfUpToAChunkAreParked) {
   bool zeroed;
-  const uintptr_t big = Alloc(17, &zeroed);
-  Free(big);
-  // Nothing parked: every free page is in the buddy heap, so a trim that
-  // keeps nothing returns them all.
-  ph::ReleaseFreeMemory(0);
-  ph::NodeStats stats;
-  ph::GetNodeStats(0, &stats);
-  EXPECT_EQ(stats.released_bytes, stats.free_bytes);
+  // Half a chunk and a page: a whole chunk's block, whose tail went back as
+  // blocks; merged on free, a 1-page request would get p's first page.
+  const size_t n = ph::kPagesPerChunk / 2 + 1;
+  const uintptr_t p = Alloc(n, &zeroed);
+  Free(p);
+  const uintptr_t one = Alloc(1, &zeroed);
+  EXPECT_TRUE(one + kPage <= p || one >= p + n * kPage)
+      << "a page of the parked run was handed out";
+  EXPECT_EQ(Alloc(n, &zeroed), p);
+  Free(one);
+  Free(p);
+}
+
+TEST_F(PageHeapPark, AnAutomaticReleaseMergesItAndReturnsIt) {
+  bool zeroed;
+  const uintptr_t p = Alloc(9, &zeroed);
+  memset(reinterpret_cast<void*>(p), 0x66, 9 * kPage);
+  // No free memory may stay committed: the free that parks the run starts
+  // a release pass, which must not leave the run out.
+  g_config.release_threshold = 0;
+  Free(p);
+  g_config.release_threshold = SIZE_MAX / 2;
+  const uintptr_t q = Alloc(9, &zeroed);
+  EXPECT_TRUE(zeroed) << "the parked run stayed committed";
+  EXPECT_EQ(reinterpret_cast<const unsigned char*>(q)[0], 0);
+  Free(q);
 }
 
 TEST_F(PageHeapPark, TrimMergesTheParkedRunAndReturnsIt) {
