@@ -11,7 +11,23 @@
 
 #include <atomic>
 
+// glibc (2.32 and later) keeps it true until the process first creates a
+// thread with pthread_create, and never sets it back.  Weak: a libc that
+// does not define it (or a static link that does not pull it in) leaves
+// its address null, which SingleThreaded() reads as "several threads".
+extern "C" char __libc_single_threaded __attribute__((weak));
+
 namespace cidmalloc::os {
+
+// Whether the process has only the calling thread, as glibc's own malloc
+// asks before it takes an arena's lock.  While it is true no other thread
+// exists, and none can start before the caller returns from the allocator
+// (only it could start one), so a lock needs no atomic instruction.
+// Threads made by a raw clone() are not counted: with those, glibc's malloc
+// is as unsafe.
+inline bool SingleThreaded() {
+  return &__libc_single_threaded != nullptr && __libc_single_threaded != 0;
+}
 
 // How many SpinLocks the calling thread holds.  Work that is optional and
 // takes other locks (the front end's idle scan) does not run where it is
@@ -34,6 +50,15 @@ class SpinLock {
   void Lock() {
     ++t_spinlocks_held;
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    // One thread: a load and a store instead of a locked exchange (about
+    // half of a 512 KiB malloc + free pair here, which takes two locks).  A
+    // signal handler that interrupts them and takes the lock has let it go
+    // again before the store.  Held already (a handler that interrupted
+    // this thread under the lock): LockSlow, which waits as it would.
+    if (SingleThreaded() && state_.load(std::memory_order_relaxed) == 0) {
+      state_.store(1, std::memory_order_relaxed);
+      return;
+    }
     // Acquire pairs with the release in Unlock(): everything the previous
     // holder wrote under the lock is visible to the next one.
     if (__builtin_expect(
@@ -44,7 +69,12 @@ class SpinLock {
   bool TryLock() {
     ++t_spinlocks_held;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    // Acquire: pairs with the release in Unlock(), as in Lock().
+    // Acquire: pairs with the release in Unlock(), as in Lock().  One
+    // thread: a store, as in Lock().
+    if (state_.load(std::memory_order_relaxed) == 0 && SingleThreaded()) {
+      state_.store(1, std::memory_order_relaxed);
+      return true;
+    }
     if (state_.load(std::memory_order_relaxed) != 0 ||
         state_.exchange(1, std::memory_order_acquire) != 0) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
