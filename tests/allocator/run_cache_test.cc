@@ -153,6 +153,14 @@ TEST_F(RunCache, ARunFreedOnAnotherThreadGoesToThatThreadsCache) {
 
 // ---- Misuse ----------------------------------------------------------------
 
+// run_cache_none_test runs these tests in none mode.
+TEST(RunCacheMode, IsTheOneTheTargetAskedFor) {
+  const char* mode = getenv("CIDMALLOC_RSEQ_MODE");
+  if (mode == nullptr) GTEST_SKIP() << "the default mode";
+  ASSERT_STREQ(mode, "none");
+  EXPECT_EQ(cidmalloc::rseq::Process().mode, cidmalloc::rseq::Mode::kNone);
+}
+
 TEST(RunCacheDeathTest, DoubleFreeOfACachedRun) {
   EXPECT_DEATH(
       {
