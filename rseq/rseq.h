@@ -171,6 +171,9 @@ inline const ProcessState& Process() {
   EnsureInit();
   return g_process;
 }
+// The mode without the initialisation check (and so without a call on the
+// caller's path): only for a caller that knows EnsureInit() has returned.
+inline Mode ModeAfterInit() { return g_process.mode; }
 // The process-wide words every critical section loads (the rseq area's
 // offset, and the ID field's next to it), for a caller that lays out the
 // memory the sections store to, so that none of it shares a page offset

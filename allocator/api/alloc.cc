@@ -187,6 +187,21 @@ constexpr size_t kMaxCachedRunBytes = size_t{front_end::kMaxCachedRunPages}
 }  // namespace
 
 void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
+  // Fast flags set: initialised and not counting.
+  if (size <= kMaxCachedRunBytes && align <= page_heap::kPageSize &&
+      fill == Fill::kAny && CIDMALLOC_LIKELY(FastFlags() != 0)) {
+    const auto pages = static_cast<uint32_t>(
+        (size + page_heap::kPageSize - 1) >> page_heap::kPageShift);
+    void* other = nullptr;
+    if (void* p = front_end::TryTakeRun(pages, &other)) return p;
+    return AllocLargeMiss(size, align, fill, other);
+  }
+  return AllocLargeMiss(size, align, fill, nullptr);
+}
+
+void* AllocLargeMiss(size_t size, size_t align, Fill fill,
+                     void* other) noexcept {
+  if (other != nullptr) front_end::TakeRunMiss(other);
   EnsureInit();
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -219,14 +234,37 @@ void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
 }
 
 void FreeSlow(void* ptr) noexcept {
-  if (ptr == nullptr) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   page_heap::ChunkInfo* chunk = page_heap::LookupChunk(p);
+  // Null, or not ours.
+  if (CIDMALLOC_UNLIKELY(chunk == nullptr)) return FreeLarge(ptr);
+  // Fast flags set: initialised and not counting.
+  if (CIDMALLOC_LIKELY(FastFlags() != 0)) {
+    const uint32_t pages = page_heap::HeapRunPages(chunk, p);
+    if (pages - 1 < front_end::kMaxCachedRunPages) {
+      if (front_end::TryCacheRun(ptr, pages, chunk->node)) return;
+    } else if (pages != 0) {
+      return page_heap::FreeLarge(chunk, p);  // Longer: to its heap.
+    }
+  }
+  return FreeLargeIn(ptr, chunk);
+}
+
+void FreeLarge(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  page_heap::ChunkInfo* chunk =
+      page_heap::LookupChunk(reinterpret_cast<uintptr_t>(ptr));
   if (chunk == nullptr) return InvalidPointer("free(): invalid pointer", ptr);
+  return FreeLargeIn(ptr, chunk);
+}
+
+void FreeLargeIn(void* ptr, page_heap::ChunkInfo* chunk) noexcept {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Not a small object: a large allocation, or a span that is free already.
   if (g_counting) CountFree(ptr, FreedOn::kOwnNode);
   // A run short enough for the ID's run stack; LargeUsableSize is 0 for
-  // anything but the start of a live run (FreeLarge reports it).
+  // anything but the start of a live run (page_heap::FreeLarge reports
+  // it).
   if (chunk->kind == page_heap::ChunkKind::kHeap) {
     const size_t bytes = page_heap::LargeUsableSize(chunk, p);
     if (bytes != 0 && bytes <= kMaxCachedRunBytes &&

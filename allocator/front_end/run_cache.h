@@ -104,6 +104,48 @@ inline void* TakeRun(uint32_t pages) {
   return nullptr;
 }
 
+// TakeRun and CacheRun without a call, for the API layer's paths that make
+// none (and so need no stack frame), after initialisation (the mode is read
+// without the check): the raw-ID sections (cid and cpu
+// modes) or none mode's owner protocol only, and TryTakeRun on one node
+// only (a run's node is then always the current one).  They fail, with
+// nothing changed, wherever those cannot run (node-qualified IDs, a thread
+// without its own rseq area, the owner protocol off), on a run of another
+// length (TryTakeRun returns it in *other, still marked: TakeRunMiss gives
+// it back), and on a run marked cached already (a double free, which
+// CacheRun reports); the caller then takes the general path.
+inline void* TryTakeRun(uint32_t pages, void** other) {
+  if (os::NumNodes() != 1) return nullptr;
+  void* run;
+  if (CIDMALLOC_UNLIKELY(rseq::ModeAfterInit() == rseq::Mode::kNone)) {
+    if (!rseq::SoftOwnerPop(g_slabs, kLayout.run_offset, &run)) return nullptr;
+  } else {
+    run = rseq::TryPop(g_slabs, kLayout.run_offset);
+    if (run == nullptr) return nullptr;
+  }
+  RunHeader* h = static_cast<RunHeader*>(run);
+  if (CIDMALLOC_LIKELY(h->pages == pages)) {
+    h->mark = 0;
+    return run;
+  }
+  *other = run;
+  return nullptr;
+}
+inline bool TryCacheRun(void* run, uint32_t pages, int node) {
+  RunHeader* h = static_cast<RunHeader*>(run);
+  if (CIDMALLOC_UNLIKELY(h->mark == RunMark(run))) return false;
+  h->mark = RunMark(run);
+  h->pages = pages;
+  h->node = node;
+  if (CIDMALLOC_UNLIKELY(rseq::ModeAfterInit() == rseq::Mode::kNone)
+          ? rseq::SoftOwnerPush(g_slabs, kLayout.run_offset, run)
+          : rseq::TryPush(g_slabs, kLayout.run_offset, run)) {
+    return true;
+  }
+  h->mark = 0;
+  return false;
+}
+
 // free() of the live page run at `run`, `pages` long (at most
 // kMaxCachedRunPages), of `node`: true if the current ID's run stack took
 // it; false, with nothing changed, if the stack is full (or the run is of

@@ -279,12 +279,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
 
 size_t LargeUsableSize(const ChunkInfo* c, uintptr_t p) {
   if (c->kind == ChunkKind::kHuge) return HugeUsableSize(c, p);
-  if ((p & (kPageSize - 1)) != 0) return 0;
-  // Acquire, without the heap lock: pairs with the release stores in
-  // AllocLarge() and ResizeRun() (the caller owns p: see chunk.h).
-  const uint16_t n =
-      __atomic_load_n(&c->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);
-  return size_t{n} << kPageShift;
+  return size_t{HeapRunPages(c, p)} << kPageShift;
 }
 
 size_t ReleaseFreeMemory(size_t keep_bytes) {

@@ -68,6 +68,15 @@ void AdviseGrowing(ChunkInfo* chunk);
 // Usable bytes of the large allocation starting at p, or 0 if p is not the
 // start of a live large allocation.
 size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);
+// The pages of the live page run starting at p in `chunk`, or 0 if p is no
+// such start (or the chunk is a huge mapping): LargeUsableSize's page-run
+// case, inline for free()'s run-stack path.  The caller owns p.
+inline uint32_t HeapRunPages(const ChunkInfo* chunk, uintptr_t p) {
+  if (chunk->kind != ChunkKind::kHeap || (p & (kPageSize - 1)) != 0) return 0;
+  // Acquire, without the heap lock: pairs with the release stores in
+  // AllocLarge() and ResizeRun() (see chunk.h).
+  return __atomic_load_n(&chunk->run_pages[PageIndex(p)], __ATOMIC_ACQUIRE);
+}
 
 // Returns free memory of every node to the OS, keeping `keep_bytes` per
 // node.  Returns the bytes released.
