@@ -190,8 +190,7 @@ void* AllocLarge(size_t size, size_t align, Fill fill) noexcept {
   // Fast flags set: initialised and not counting.
   if (size <= kMaxCachedRunBytes && align <= page_heap::kPageSize &&
       fill == Fill::kAny && CIDMALLOC_LIKELY(FastFlags() != 0)) {
-    const auto pages = static_cast<uint32_t>(
-        (size + page_heap::kPageSize - 1) >> page_heap::kPageShift);
+    const auto pages = static_cast<uint32_t>(page_heap::PagesFor(size));
     void* other = nullptr;
     if (void* p = front_end::TryTakeRun(pages, &other)) return p;
     return AllocLargeMiss(size, align, fill, other);
@@ -209,8 +208,7 @@ void* AllocLargeMiss(size_t size, size_t align, Fill fill,
   }
   // A run of the same length the thread's ID freed last.
   if (size <= kMaxCachedRunBytes && align <= page_heap::kPageSize) {
-    const auto pages = static_cast<uint32_t>(
-        (size + page_heap::kPageSize - 1) >> page_heap::kPageShift);
+    const auto pages = static_cast<uint32_t>(page_heap::PagesFor(size));
     if (void* p = front_end::TakeRun(pages)) {
       if (fill == Fill::kZero) memset(p, 0, size);
       if (g_counting) CountAlloc(p, Served::kCache);
@@ -262,17 +260,13 @@ void FreeLargeIn(void* ptr, page_heap::ChunkInfo* chunk) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Not a small object: a large allocation, or a span that is free already.
   if (g_counting) CountFree(ptr, FreedOn::kOwnNode);
-  // A run short enough for the ID's run stack; LargeUsableSize is 0 for
-  // anything but the start of a live run (page_heap::FreeLarge reports
-  // it).
-  if (chunk->kind == page_heap::ChunkKind::kHeap) {
-    const size_t bytes = page_heap::LargeUsableSize(chunk, p);
-    if (bytes != 0 && bytes <= kMaxCachedRunBytes &&
-        front_end::CacheRun(
-            ptr, static_cast<uint32_t>(bytes >> page_heap::kPageShift),
-            chunk->node)) {
-      return;
-    }
+  // A run short enough for the ID's run stack; HeapRunPages is 0 for
+  // anything but the start of a live heap run (page_heap::FreeLarge reports
+  // it, or frees the huge mapping).
+  const uint32_t pages = page_heap::HeapRunPages(chunk, p);
+  if (pages - 1 < front_end::kMaxCachedRunPages &&
+      front_end::CacheRun(ptr, pages, chunk->node)) {
+    return;
   }
   page_heap::FreeLarge(chunk, p);
 }

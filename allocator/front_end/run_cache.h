@@ -70,29 +70,8 @@ bool CacheRunSlow(void* run, int node);
 // A run of `pages` pages for an allocation aligned to at most a page, from
 // the current ID's run stack; nullptr if it holds none of that length on
 // the current node (a run it held goes back to its heap).
-// None mode: the owner protocol's pop and push on the thread's own soft ID
-// first, inline as the classes' (TryAllocSoft, TryFreeSoft); the general
-// ones enter and leave the soft ID out of line, which cost about what the
-// page heap's lock did (72 and 128 KiB pairs 0.94-1.10x without the run
-// stacks).
-inline void* PopRun() {
-  void* run;
-  if (rseq::Process().mode == rseq::Mode::kNone &&
-      rseq::SoftOwnerPop(g_slabs, kLayout.run_offset, &run)) {
-    return run;
-  }
-  return rseq::Pop(g_slabs, kLayout.run_offset);
-}
-inline bool PushRun(void* run, int node) {
-  if (rseq::Process().mode == rseq::Mode::kNone &&
-      rseq::SoftOwnerPush(g_slabs, kLayout.run_offset, run)) {
-    return true;
-  }
-  return rseq::Push(g_slabs, kLayout.run_offset, run, node);
-}
-
 inline void* TakeRun(uint32_t pages) {
-  void* run = PopRun();
+  void* run = rseq::Pop(g_slabs, kLayout.run_offset);
   if (run == nullptr) return nullptr;
   RunHeader* h = static_cast<RunHeader*>(run);
   if (CIDMALLOC_LIKELY(h->pages == pages) &&
@@ -104,16 +83,29 @@ inline void* TakeRun(uint32_t pages) {
   return nullptr;
 }
 
-// TakeRun and CacheRun without a call, for the API layer's paths that make
-// none (and so need no stack frame), after initialisation (the mode is read
-// without the check): the raw-ID sections (cid and cpu
-// modes) or none mode's owner protocol only, and TryTakeRun on one node
-// only (a run's node is then always the current one).  They fail, with
-// nothing changed, wherever those cannot run (node-qualified IDs, a thread
-// without its own rseq area, the owner protocol off), on a run of another
-// length (TryTakeRun returns it in *other, still marked: TakeRunMiss gives
-// it back), and on a run marked cached already (a double free, which
-// CacheRun reports); the caller then takes the general path.
+// Marks `run` cached, with its length and node: false, with nothing
+// written, if it carries the mark already (a double free).
+inline bool MarkRun(void* run, uint32_t pages, int node) {
+  RunHeader* h = static_cast<RunHeader*>(run);
+  if (CIDMALLOC_UNLIKELY(h->mark == RunMark(run))) return false;
+  h->mark = RunMark(run);
+  h->pages = pages;
+  h->node = node;
+  return true;
+}
+
+// TakeRun and CacheRun without a call, for the API layer's paths that make none
+// (and so need no stack frame), after initialisation (the mode is read without
+// the check): the raw-ID sections (cid and cpu modes) or none mode's owner
+// protocol only (inline, as the classes' TryAllocSoft and TryFreeSoft: the
+// general pop and push enter and leave the soft ID out of line, which cost
+// about what the page heap's lock did), and TryTakeRun on one node only (a
+// run's node is then always the current one).  They fail, with nothing changed,
+// wherever those cannot run (node-qualified IDs, a thread without its own rseq
+// area, the owner protocol off), on a run of another length (TryTakeRun returns
+// it in *other, still marked: TakeRunMiss gives it back), and on a run marked
+// cached already (a double free, which CacheRun reports); the caller then takes
+// the general path.
 inline void* TryTakeRun(uint32_t pages, void** other) {
   if (os::NumNodes() != 1) return nullptr;
   void* run;
@@ -132,17 +124,13 @@ inline void* TryTakeRun(uint32_t pages, void** other) {
   return nullptr;
 }
 inline bool TryCacheRun(void* run, uint32_t pages, int node) {
-  RunHeader* h = static_cast<RunHeader*>(run);
-  if (CIDMALLOC_UNLIKELY(h->mark == RunMark(run))) return false;
-  h->mark = RunMark(run);
-  h->pages = pages;
-  h->node = node;
+  if (!MarkRun(run, pages, node)) return false;
   if (CIDMALLOC_UNLIKELY(rseq::ModeAfterInit() == rseq::Mode::kNone)
           ? rseq::SoftOwnerPush(g_slabs, kLayout.run_offset, run)
           : rseq::TryPush(g_slabs, kLayout.run_offset, run)) {
     return true;
   }
-  h->mark = 0;
+  static_cast<RunHeader*>(run)->mark = 0;
   return false;
 }
 
@@ -151,12 +139,13 @@ inline bool TryCacheRun(void* run, uint32_t pages, int node) {
 // it; false, with nothing changed, if the stack is full (or the run is of
 // another node, with node-qualified IDs): the caller frees it.
 inline bool CacheRun(void* run, uint32_t pages, int node) {
-  RunHeader* h = static_cast<RunHeader*>(run);
-  if (CIDMALLOC_UNLIKELY(h->mark == RunMark(run))) CachedRunFreed(run);
-  h->mark = RunMark(run);
-  h->pages = pages;
-  h->node = node;
-  if (CIDMALLOC_LIKELY(PushRun(run, node))) return true;
+  if (CIDMALLOC_UNLIKELY(!MarkRun(run, pages, node))) {
+    CachedRunFreed(run);
+    return false;
+  }
+  if (CIDMALLOC_LIKELY(rseq::Push(g_slabs, kLayout.run_offset, run, node))) {
+    return true;
+  }
   return CacheRunSlow(run, node);
 }
 

@@ -14,6 +14,10 @@ namespace cidmalloc::page_heap {
 
 inline constexpr int kPageShift = 13;
 inline constexpr size_t kPageSize = size_t{1} << kPageShift;  // 8 KiB
+// The pages `bytes` bytes take, rounded up.
+inline constexpr size_t PagesFor(size_t bytes) {
+  return (bytes + kPageSize - 1) >> kPageShift;
+}
 inline constexpr int kChunkShift = 21;
 inline constexpr size_t kChunkSize = size_t{1} << kChunkShift;  // 2 MiB
 inline constexpr uint32_t kPagesPerChunk = 1u << (kChunkShift - kPageShift);

@@ -215,7 +215,7 @@ void* AllocLarge(int node, int arena, size_t bytes, size_t align,
   // own: a 0-page run would be freed back at once and handed out twice.
   if (bytes == 0) bytes = 1;
   if (bytes <= kChunkSize && align <= kChunkSize) {
-    const size_t pages = (bytes + kPageSize - 1) >> kPageShift;
+    const size_t pages = PagesFor(bytes);
     const size_t align_pages = align > kPageSize ? align >> kPageShift : 1;
     const int order = OrderFor(pages > align_pages ? pages : align_pages);
     ChunkInfo* c;
@@ -256,7 +256,7 @@ bool ResizeRun(ChunkInfo* c, uintptr_t p, size_t bytes) {
     return false;
   }
   const uint32_t page = PageIndex(p);
-  const uint32_t want = static_cast<uint32_t>((bytes + kPageSize - 1) >> kPageShift);
+  const auto want = static_cast<uint32_t>(PagesFor(bytes));
   NodeHeap* h = HeapOf(c);
   UnmapAtExit evicted;
   os::SpinLockHolder hold(&h->lock);
