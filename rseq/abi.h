@@ -26,8 +26,14 @@
 // The length we register: the original 32-byte ABI, which already holds
 // node_id and mm_cid.  Kernels before 6.3 accept only this length.
 #define CIDMALLOC_RSEQ_AREA_SIZE 32
-// The signature that must sit in the 4 bytes right before every abort IP.
+// The signature that must sit in the 4 bytes right before every abort IP,
+// the one glibc registers its areas with on each architecture.  AArch64's
+// is an instruction, `brk #0x45e0`, so that a stray jump to it traps.
+#if defined(__aarch64__)
+#define CIDMALLOC_RSEQ_SIG 0xd428bc00
+#else
 #define CIDMALLOC_RSEQ_SIG 0x53053053
+#endif
 // AT_RSEQ_FEATURE_SIZE thresholds: the end offset of each field.
 #define CIDMALLOC_RSEQ_FEATURE_NODE_ID 24
 #define CIDMALLOC_RSEQ_FEATURE_MM_CID 28

@@ -1,4 +1,4 @@
-// rseq/cs_none.h: the critical sections' interface (rseq/cs_x86_64.h) on
+// rseq/cs_none.h: the critical sections' interface (rseq/cs_ops.h) on
 // an architecture that has none of them written yet: every operation
 // fails, so that each caller in rseq/rseq.h and rseq/rseq.cc takes its
 // soft-ID path without an #if of its own.  kHaveSections tells the slow

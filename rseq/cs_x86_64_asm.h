@@ -2,7 +2,7 @@
 // x86-64: the macros that emit each section's descriptor, arming, ID load
 // and body, with a pseudo-code comment on every instruction.  The C++
 // operations that instantiate them, one `asm volatile goto` each, are in
-// rseq/cs_x86_64.h.
+// rseq/cs_ops.h (shared with rseq/cs_aarch64_asm.h).
 //
 // Each operation is one `asm goto`.  Its layout:
 //
@@ -43,7 +43,7 @@
 // has outputs when the outputs are unused (seen with the counter add),
 // despite the documented implicit volatile.
 //
-// Only included by rseq/cs_x86_64.h.
+// Only included by rseq/cs_ops.h.
 #ifndef CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
 #define CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
 
@@ -160,12 +160,64 @@
       [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
       [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
 
-// On every failure label.  GCC 12.2 at -O1 with -fsanitize=address or
-// undefined miscompiles a function whose asm goto has outputs: on the goto
-// path it returned the output register's stale contents instead of the
-// failure value (tests/rseq: Ops.TryPopTryPushAreTheCriticalSectionsAlone
-// under --config=asan).  An empty volatile asm on the label avoids it.
-#define CIDMALLOC_RSEQ_FAIL_BARRIER() asm volatile("" ::: "memory")
+// The test hooks of rseq/inject.h: delay loops at the injection points
+// (CIDMALLOC_RSEQ_INJECT) and the ID read again before each commit
+// (CIDMALLOC_RSEQ_COMPARE_TWICE); empty in the allocator's builds.
+#ifdef CIDMALLOC_RSEQ_INJECT
+// Delay loop at point n.  Uses %eax, which every critical section clobbers.
+//   eax = inject_loops[n]
+//   while (eax != 0) eax--
+#define CIDMALLOC_RSEQ_INJECT_ASM(n)                                  \
+  "movl cidmalloc_rseq_inject_loops+4*" #n "(%%rip), %%eax\n\t"       \
+  "testl %%eax, %%eax\n\t"                                            \
+  "jz 77" #n "f\n\t"                                                  \
+  "76" #n ":\n\t"                                                     \
+  "decl %%eax\n\t"                                                    \
+  "jnz 76" #n "b\n\t"                                                 \
+  "77" #n ":\n\t"
+#else
+#define CIDMALLOC_RSEQ_INJECT_ASM(n) ""
+#endif
+
+#ifdef CIDMALLOC_RSEQ_COMPARE_TWICE
+// Before a commit: the ID must still be the one the section started with.
+// Uses %rax, so it comes before any operation keeps a value there.
+//   rax = idoff; if (area->id_field != id) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand)    \
+  "movq %[idoff], %%rax\n\t"                           \
+  "cmpl %%fs:(%%rax), %k[" id_operand "]\n\t"          \
+  "jne %l[mismatch]\n\t"
+// The same for the wide sections' 16-bit ID:
+//   rax = idoff; if ((uint16) area->id_field != id) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) \
+  "movq %[idoff], %%rax\n\t"                             \
+  "cmpw %%fs:(%%rax), %w[" id_operand "]\n\t"            \
+  "jne %l[mismatch]\n\t"
+// The same for the wide mm_cid sections:
+//   rax = area; if ((uint16) area->mm_cid != id) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand)          \
+  "movq %[area], %%rax\n\t"                                        \
+  "cmpw %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID) "(%%rax), %w[" \
+  id_operand "]\n\t"                                                \
+  "jne %l[mismatch]\n\t"
+// The same for node-qualified IDs (id = node_id * cid_stride + mm_cid),
+// after the section's last use of the id register, which it overwrites:
+//   rax = area; id -= area->mm_cid; eax = area->node_id * cid_stride;
+//   if (id != eax) goto mismatch
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand)                \
+  "movq %[area], %%rax\n\t"                                                  \
+  "subl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_MM_CID) "(%%rax), %k["        \
+  id_operand "]\n\t"                                                         \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID) "(%%rax), %%eax\n\t" \
+  "imull %[stride], %%eax\n\t"                                               \
+  "cmpl %%eax, %k[" id_operand "]\n\t"                                        \
+  "jne %l[mismatch]\n\t"
+#else
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand) ""
+#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
+#endif
 
 // Each operation's code is a macro of its ID load and its compare-twice
 // check, instantiated once per IdKind: the raw and the node-qualified
@@ -334,10 +386,32 @@
 // check or the test delays use %rax after the item is loaded, any other.
 #if defined(CIDMALLOC_RSEQ_COMPARE_TWICE) || defined(CIDMALLOC_RSEQ_INJECT)
 #define CIDMALLOC_RSEQ_POP_V(v) "=&r"(v)
-#define CIDMALLOC_RSEQ_POP_CLOBBERS "rax",
+#define CIDMALLOC_RSEQ_POP_CLOBBERS "rax", "memory", "cc"
 #else
 #define CIDMALLOC_RSEQ_POP_V(v) "=&a"(v)
-#define CIDMALLOC_RSEQ_POP_CLOBBERS
+#define CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"
 #endif
+
+// Every other section's clobbers: %rax, the scratch register of the
+// arming code, the test delays and the compare-twice check.
+#define CIDMALLOC_RSEQ_CLOBBERS "rax", "memory", "cc"
+
+// The cpu/node read (CpuNode): both fields in one section, so the pair is
+// consistent even across a migration.  No commit: the last load ends the
+// section.  Operands: [area] (register) the area's %fs offset; [c], [nd].
+//   rax = &descriptor; area->rseq_cs = rax; c = area->cpu_id;
+//   nd = area->node_id
+#define CIDMALLOC_RSEQ_CPU_NODE_ASM                                        \
+  CIDMALLOC_RSEQ_CS_DEFINE                                                 \
+  "leaq 3b(%%rip), %%rax\n\t"         /* rax = &descriptor */              \
+  "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)           \
+  "(%[area])\n"                       /* area->rseq_cs = rax */            \
+  "4:\n\t"                                                                 \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_CPU_ID)                   \
+  "(%[area]), %[c]\n\t"               /* c = area->cpu_id */               \
+  CIDMALLOC_RSEQ_INJECT_ASM(0)                                             \
+  "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID)                  \
+  "(%[area]), %[nd]\n"                 /* nd = area->node_id */             \
+  "5:\n\t"
 
 #endif  // CIDMALLOC_RSEQ_CS_X86_64_ASM_H_

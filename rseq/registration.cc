@@ -198,7 +198,7 @@ void DoInit() {
   errno = saved;
 
   const Mode cap = ModeCap();
-#if CIDMALLOC_RSEQ_X86_64
+#if CIDMALLOC_RSEQ_SECTIONS
   if (&__rseq_size != nullptr && __rseq_size > 0) {
     // glibc registered every thread.  __rseq_size reports 20 on glibc 2.36
     // even though the registered area is 32 bytes long, so features come

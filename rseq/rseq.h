@@ -47,8 +47,8 @@
 #include "rseq/inject.h"
 #include "rseq/soft_ids.h"
 #include "rseq/state.h"
-#if CIDMALLOC_RSEQ_X86_64
-#include "rseq/cs_x86_64.h"
+#if CIDMALLOC_RSEQ_SECTIONS
+#include "rseq/cs_ops.h"
 #else
 #include "rseq/cs_none.h"  // No sections yet: the soft-ID paths serve.
 #endif

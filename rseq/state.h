@@ -16,11 +16,23 @@
 
 #include "rseq/abi.h"
 
+// The architectures with critical sections written (rseq/cs_x86_64_asm.h,
+// rseq/cs_aarch64_asm.h); elsewhere, or with CIDMALLOC_RSEQ_FORCE_PORTABLE,
+// the soft-ID paths serve (rseq/cs_none.h).  AArch64 little-endian only:
+// the wide sections load the low 16 bits of mm_cid from its first bytes.
 #if defined(__x86_64__) && !defined(CIDMALLOC_RSEQ_FORCE_PORTABLE)
 #define CIDMALLOC_RSEQ_X86_64 1
 #else
 #define CIDMALLOC_RSEQ_X86_64 0
 #endif
+#if defined(__aarch64__) && defined(__AARCH64EL__) && \
+    !defined(CIDMALLOC_RSEQ_FORCE_PORTABLE)
+#define CIDMALLOC_RSEQ_AARCH64 1
+#else
+#define CIDMALLOC_RSEQ_AARCH64 0
+#endif
+#define CIDMALLOC_RSEQ_SECTIONS \
+  (CIDMALLOC_RSEQ_X86_64 || CIDMALLOC_RSEQ_AARCH64)
 
 #define CIDMALLOC_TLS_IE __attribute__((tls_model("initial-exec")))
 #define CIDMALLOC_HIDDEN __attribute__((visibility("hidden")))

@@ -1,18 +1,39 @@
-// rseq/cs_x86_64.h: the restartable critical sections, x86-64: the C++
-// operations (pop, push, their batch forms, the counter add, the capacity
-// adjustment, the cpu/node read), one `asm volatile goto` each.  The
-// sections' text, their layout and invariants are in rseq/cs_x86_64_asm.h.
+// rseq/cs_ops.h: the restartable critical sections: the C++ operations
+// (pop, push, their batch forms, the counter add, the capacity adjustment,
+// the cpu/node read), one `asm volatile goto` each.  The sections' text,
+// layout and invariants are in the architecture's assembly header, which
+// defines the same macros with the same operand names:
+//   rseq/cs_x86_64_asm.h   x86-64
+//   rseq/cs_aarch64_asm.h  AArch64 (little-endian)
+// Besides the sections' text, each defines the operand lists that differ:
+// CIDMALLOC_RSEQ_CS_{AREA,QUALIFIED,COMMON}_INPUTS, the clobbers
+// (CIDMALLOC_RSEQ_CLOBBERS, and Pop's CIDMALLOC_RSEQ_POP_V and
+// CIDMALLOC_RSEQ_POP_CLOBBERS) and the cpu/node read
+// (CIDMALLOC_RSEQ_CPU_NODE_ASM).
 //
-// Only included by rseq/rseq.h.
-#ifndef CIDMALLOC_RSEQ_CS_X86_64_H_
-#define CIDMALLOC_RSEQ_CS_X86_64_H_
+// Only included by rseq/rseq.h, where CIDMALLOC_RSEQ_SECTIONS is set.
+#ifndef CIDMALLOC_RSEQ_CS_OPS_H_
+#define CIDMALLOC_RSEQ_CS_OPS_H_
 
 #include <stdint.h>
 
 #include "rseq/abi.h"
-#include "rseq/cs_x86_64_asm.h"
 #include "rseq/inject.h"
 #include "rseq/state.h"
+#if CIDMALLOC_RSEQ_X86_64
+#include "rseq/cs_x86_64_asm.h"
+#elif CIDMALLOC_RSEQ_AARCH64
+#include "rseq/cs_aarch64_asm.h"
+#else
+#error "rseq/cs_ops.h: no critical sections for this architecture"
+#endif
+
+// On every failure label.  GCC 12.2 at -O1 with -fsanitize=address or
+// undefined miscompiles a function whose asm goto has outputs: on the goto
+// path it returned the output register's stale contents instead of the
+// failure value (tests/rseq: Ops.TryPopTryPushAreTheCriticalSectionsAlone
+// under --config=asan).  An empty volatile asm on the label avoids it.
+#define CIDMALLOC_RSEQ_FAIL_BARRIER() asm volatile("" ::: "memory")
 
 namespace cidmalloc::rseq::cs {
 
@@ -34,7 +55,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
 #define CIDMALLOC_RSEQ_OPERANDS                                   \
   : [id] "=&r"(id)                                                \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [base] "r"(base), [delta] "r"(delta) \
-  : "rax", "memory", "cc"                                         \
+  : CIDMALLOC_RSEQ_CLOBBERS                                         \
   : abort, fail
     if constexpr (K == IdKind::kRaw) {
       asm volatile goto(CIDMALLOC_RSEQ_COUNTER_ADD_ASM(CIDMALLOC_RSEQ_CS_LOAD_ID)
@@ -78,7 +99,7 @@ __attribute__((always_inline)) inline bool PopOnce(void* const* table,
   : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n), [v] CIDMALLOC_RSEQ_POP_V(v)
 #define CIDMALLOC_RSEQ_REST                                               \
   , [table] "r"(table), [offset] "r"(offset)                              \
-  : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"                            \
+  : CIDMALLOC_RSEQ_POP_CLOBBERS                            \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
   if constexpr (K == IdKind::kRaw) {
     asm volatile goto(CIDMALLOC_RSEQ_MM_CID_ASM(CIDMALLOC_RSEQ_POP_ASM)
@@ -111,7 +132,7 @@ __attribute__((always_inline)) inline bool PushOnce(void* const* table,
 #define CIDMALLOC_RSEQ_OUTPUTS : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n)
 #define CIDMALLOC_RSEQ_REST                                               \
   , [table] "r"(table), [offset] "r"(offset), [item] "r"(item)            \
-  : "rax", "memory", "cc"                                                 \
+  : CIDMALLOC_RSEQ_CLOBBERS                                                 \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
   if constexpr (K == IdKind::kRaw) {
     (void)node;
@@ -153,7 +174,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
   : [id] "=&r"(id), [s] "=&r"(s), [n] "=&r"(n),                            \
     [v] CIDMALLOC_RSEQ_POP_V(v)                                            \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset) \
-  : CIDMALLOC_RSEQ_POP_CLOBBERS "memory", "cc"                             \
+  : CIDMALLOC_RSEQ_POP_CLOBBERS                             \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw && B == IdBound::kWideTable) {
       asm volatile goto(CIDMALLOC_RSEQ_WIDE_ASM(CIDMALLOC_RSEQ_POP_ASM)
@@ -196,7 +217,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [item] "r"(item)
 #define CIDMALLOC_RSEQ_LABELS \
-  : "rax", "memory", "cc" : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+  : CIDMALLOC_RSEQ_CLOBBERS : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw && B == IdBound::kWideTable) {
       (void)node;
       asm volatile goto(CIDMALLOC_RSEQ_WIDE_ASM(CIDMALLOC_RSEQ_PUSH_ASM)
@@ -239,7 +260,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
     [m] "=&r"(m)                                                              \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [want] "r"(want)                                                          \
-  : "rax", "memory", "cc"                                                     \
+  : CIDMALLOC_RSEQ_CLOBBERS                                         \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw) {
       asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_POP_BATCH_ASM)
@@ -279,7 +300,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [want] "r"(want)
 #define CIDMALLOC_RSEQ_LABELS \
-  : "rax", "memory", "cc" : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
+  : CIDMALLOC_RSEQ_CLOBBERS : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw) {
       (void)node;
       asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_PUSH_BATCH_ASM)
@@ -317,7 +338,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
   : [id] "=&r"(id), [s] "=&r"(s), [c] "=&r"(c)                                \
   : CIDMALLOC_RSEQ_CS_COMMON_INPUTS, [table] "r"(table), [offset] "r"(offset), \
     [delta] "r"(delta), [limit] "r"(limit)                                    \
-  : "rax", "memory", "cc"                                                     \
+  : CIDMALLOC_RSEQ_CLOBBERS                                         \
   : abort, fail CIDMALLOC_RSEQ_MISMATCH_LABELS
     if constexpr (K == IdKind::kRaw) {
       asm volatile goto(CIDMALLOC_RSEQ_RAW_ASM(CIDMALLOC_RSEQ_ADJUST_CAPACITY_ASM)
@@ -344,21 +365,11 @@ __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
                                                    int32_t* node) {
   for (;;) {
     int32_t c, nd;
-    asm volatile goto(CIDMALLOC_RSEQ_CS_DEFINE
-             "leaq 3b(%%rip), %%rax\n\t"         // rax = &descriptor
-             "movq %%rax, %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_RSEQ_CS)
-             "(%[area])\n"                       // area->rseq_cs = rax
-             "4:\n\t"
-             "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_CPU_ID)
-             "(%[area]), %[c]\n\t"                // c = area->cpu_id
-             CIDMALLOC_RSEQ_INJECT_ASM(0)
-             "movl %%fs:" CIDMALLOC_STR(CIDMALLOC_RSEQ_OFF_NODE_ID)
-             "(%[area]), %[nd]\n"                 // nd = area->node_id
-             "5:\n\t"
-             : [c] "=&r"(c), [nd] "=&r"(nd)
-             : [area] "r"(::cidmalloc::rseq::g_process.area_offset)
-             : "rax", "memory", "cc"
-             : abort);
+    asm volatile goto(CIDMALLOC_RSEQ_CPU_NODE_ASM
+                      : [c] "=&r"(c), [nd] "=&r"(nd)
+                      : [area] "r"(::cidmalloc::rseq::g_process.area_offset)
+                      : CIDMALLOC_RSEQ_CLOBBERS
+                      : abort);
     *cpu = c;
     *node = nd;
     return;
@@ -369,4 +380,4 @@ __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
 
 }  // namespace cidmalloc::rseq::cs
 
-#endif  // CIDMALLOC_RSEQ_CS_X86_64_H_
+#endif  // CIDMALLOC_RSEQ_CS_OPS_H_
