@@ -2,7 +2,8 @@
 // its metadata.
 //
 // The pagemap: address -> ChunkInfo.  A two-level radix tree over the 2^26
-// chunks of a 47-bit address space; lookups are two dependent loads.
+// chunks of a 47-bit address space (48 on AArch64); lookups are two
+// dependent loads.
 // Entries are written under the pagemap lock and published with release
 // stores; lookups use acquire loads (plain moves on x86-64), so a reader
 // that holds a pointer the allocator returned sees the ChunkInfo fully
@@ -34,7 +35,15 @@
 
 namespace cidmalloc::page_heap {
 
+// User addresses: 47 bits on x86-64 (4-level page tables; 5-level ones
+// give more only to an mmap hint above them, which the allocator never
+// passes), 48 on AArch64 (its user half, also where the kernel supports
+// 52 bits, which again takes a hint).
+#if defined(__aarch64__)
+inline constexpr int kAddressBits = 48;
+#else
 inline constexpr int kAddressBits = 47;
+#endif
 inline constexpr int kLeafBits = 13;
 inline constexpr int kRootBits = kAddressBits - kChunkShift - kLeafBits;
 
