@@ -280,7 +280,7 @@ void Drainer(World& w, const std::vector<uint32_t>& ids,
       const uint64_t top0 = __atomic_load_n(&s->top, __ATOMIC_RELAXED);
       // Nothing may commit on an unpublished, quiesced ID.  Give an
       // operation that was still in flight time to (wrongly) commit.
-      for (int i = 0; i < 2000; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < 2000; ++i) CpuRelax();
       if (rng.Below(4) == 0) sched_yield();
       const uint64_t top1 = __atomic_load_n(&s->top, __ATOMIC_RELAXED);
       if (top1 != top0) w.Error("stack changed after QuiesceId, ID", id);

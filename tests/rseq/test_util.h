@@ -318,6 +318,15 @@ inline Expectation ExpectedForThisProcess() {
 
 // ---- Synchronisation ----------------------------------------------------------
 
+// A spin-wait hint: `pause` on x86-64, `yield` on AArch64.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // A reusable spin barrier for `n` threads (spins, then yields).
 class SpinBarrier {
  public:
@@ -335,7 +344,7 @@ class SpinBarrier {
         sched_yield();
         spins = 0;
       } else {
-        __builtin_ia32_pause();
+        CpuRelax();
       }
     }
   }

@@ -1,7 +1,7 @@
 // tests/rseq_cs/descriptor.h: struct rseq_cs as the linker leaves it in the
 // __rseq_cs section, for the programs here that read the descriptors back
 // (section_test's sources and fast_path_probe.cc).  The allocator itself
-// only emits them from assembly (rseq/cs_x86_64_asm.h).
+// only emits them from assembly (rseq/cs_x86_64_asm.h, cs_aarch64_asm.h).
 #ifndef CIDMALLOC_TESTS_RSEQ_CS_DESCRIPTOR_H_
 #define CIDMALLOC_TESTS_RSEQ_CS_DESCRIPTOR_H_
 

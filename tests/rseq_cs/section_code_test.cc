@@ -2,10 +2,12 @@
 // critical section: it starts by reading the rseq area and ends with the
 // commit store, checked with a decoder of the few instruction forms found
 // there (part of the section_test and section_comdat_test binaries; see
-// section_test.cc).
+// section_test.cc): an x86-64 decoder of the few forms found there, or
+// AArch64's fixed-width encodings.
 #include <gtest/gtest.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <vector>
 
@@ -15,6 +17,7 @@ namespace {
 
 using namespace cidmalloc_section_test;  // NOLINT
 
+#if CIDMALLOC_RSEQ_X86_64
 // ---- A decoder for the few instruction forms at the edges of a section -----
 // Decodes [fs] [REX] opcode ModRM [SIB] [disp] with a memory operand and
 // returns its length, or 0 if the bytes are not of that form.
@@ -87,6 +90,60 @@ bool EndsWith(uint64_t end, Pred accept) {
   return false;
 }
 
+// The three questions the test asks, on x86-64.
+bool StartsWithAreaLoad(const uint8_t* start, size_t len) {
+  // The per-ID operations first load the ID field's %fs offset (a 64-bit
+  // load from g_process into the ID register), then the ID through it;
+  // CpuNode reads cpu_id directly.  Nothing else may come first.
+  MemInsn first = DecodeMemInsn(start, len);
+  if (first.length != 0 && IsOffsetLoad(first)) {
+    first = DecodeMemInsn(start + first.length, len - first.length);
+  }
+  return first.length != 0 && IsAreaLoad(first);
+}
+bool EndsWithCommitStore(uint64_t end) { return EndsWith(end, IsCommitStore); }
+bool EndsWithAreaLoad(uint64_t end) { return EndsWith(end, IsAreaLoad); }
+
+#elif CIDMALLOC_RSEQ_AARCH64
+// ---- AArch64: fixed 4-byte instructions, matched by their encodings -------
+// (Arm ARM, "Loads and stores": the unsigned-offset and register-offset
+// forms; Rt, Rn and the offset fields are masked out.)
+struct Form {
+  uint32_t mask, bits;
+};
+// ldr wT, [xN, #imm]; ldrh wT, [xN, #imm]; ldr wT, [xN, xM];
+// ldrh wT, [xN, xM]: the 32- and 16-bit loads from the rseq area (its
+// address in x16, or the thread pointer plus the ID field's offset).
+constexpr Form kAreaLoads[] = {{0xffc00000u, 0xb9400000u},
+                               {0xffc00000u, 0x79400000u},
+                               {0xffe0fc00u, 0xb8606800u},
+                               {0xffe0fc00u, 0x78606800u}};
+// str xT, [xN, #imm]; str xT, [xN, xM] (the counter); strh wT, [xN, #imm]
+// (the capacity): the commit stores.
+constexpr Form kCommitStores[] = {{0xffc00000u, 0xf9000000u},
+                                  {0xffe0fc00u, 0xf8206800u},
+                                  {0xffc00000u, 0x79000000u}};
+
+template <size_t N>
+bool IsOneOf(const uint8_t* p, const Form (&forms)[N]) {
+  uint32_t insn;
+  memcpy(&insn, p, sizeof insn);
+  for (const Form& f : forms) {
+    if ((insn & f.mask) == f.bits) return true;
+  }
+  return false;
+}
+bool StartsWithAreaLoad(const uint8_t* start, size_t len) {
+  return len >= 4 && IsOneOf(start, kAreaLoads);
+}
+bool EndsWithCommitStore(uint64_t end) {
+  return IsOneOf(reinterpret_cast<const uint8_t*>(end) - 4, kCommitStores);
+}
+bool EndsWithAreaLoad(uint64_t end) {
+  return IsOneOf(reinterpret_cast<const uint8_t*>(end) - 4, kAreaLoads);
+}
+#endif
+
 // Without a disassembler: the first instruction of every section loads from
 // the rseq area (the ID, or cpu_id for CpuNode: read after arming), and the
 // last one is the commit store (or, for CpuNode, which commits nothing, the
@@ -100,20 +157,13 @@ TEST(RseqCsCode, FirstInstructionReadsTheAreaLastIsTheCommit) {
     ASSERT_GE(ExecSegmentOf(s, d->start_ip), 0);
     ASSERT_EQ(ExecSegmentOf(s, EndIp(d) - 1), ExecSegmentOf(s, d->start_ip));
 
-    // The per-ID operations first load the ID field's %fs offset (a 64-bit
-    // load from g_process into the ID register), then the ID through it;
-    // CpuNode reads cpu_id directly.  Nothing else may come first.
     const uint8_t* start = reinterpret_cast<const uint8_t*>(d->start_ip);
     const size_t len = static_cast<size_t>(d->post_commit_offset);
-    MemInsn first = DecodeMemInsn(start, len);
-    if (first.length != 0 && IsOffsetLoad(first)) {
-      first = DecodeMemInsn(start + first.length, len - first.length);
-    }
-    EXPECT_TRUE(first.length != 0 && IsAreaLoad(first))
+    EXPECT_TRUE(StartsWithAreaLoad(start, len))
         << "the section does not start by reading the rseq area";
 
-    const bool store = EndsWith(EndIp(d), IsCommitStore);
-    const bool load = EndsWith(EndIp(d), IsAreaLoad);
+    const bool store = EndsWithCommitStore(EndIp(d));
+    const bool load = EndsWithAreaLoad(EndIp(d));
     EXPECT_TRUE(store || load) << "the last instruction is neither a commit "
                                   "store nor an area load";
     stores += store;

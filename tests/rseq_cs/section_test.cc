@@ -1,6 +1,6 @@
 // tests/rseq_cs/section_test.cc: the rseq_cs descriptors as linked.
 //
-// Every critical section of rseq/cs_x86_64.h leaves three things in the
+// Every critical section of rseq/cs_ops.h leaves three things in the
 // binary: a 32-byte struct rseq_cs in section __rseq_cs, a pointer to it in
 // __rseq_cs_ptr_array, and a signed abort stub in __rseq_failure.  This test
 // walks what the linker produced (between its __start_/__stop_ symbols) and
@@ -35,7 +35,7 @@
 
 namespace probes {
 
-// The probes call the always_inline sections of rseq/cs_x86_64.h directly:
+// The probes call the always_inline sections of rseq/cs_ops.h directly:
 // they land in the probe at every optimisation level (rseq.h's wrappers
 // are plain `inline` and stay out of line at -O0).
 namespace cs = ::cidmalloc::rseq::cs;

@@ -19,8 +19,8 @@
 #include "rseq/rseq.h"
 #include "tests/rseq_cs/descriptor.h"
 
-#if !CIDMALLOC_RSEQ_X86_64
-#error "the rseq_cs descriptors exist on x86-64 only"
+#if !CIDMALLOC_RSEQ_SECTIONS
+#error "the rseq_cs descriptors exist on x86-64 and AArch64 only"
 #endif
 
 namespace cidmalloc_section_test {
