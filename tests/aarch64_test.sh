@@ -3,11 +3,11 @@
 # qemu's user-mode emulation.  Run by `./cidmalloc test` (the tests/*.sh
 # hook) from the repository root; also on its own.
 #
-# The rseq critical sections are x86-64 assembly; elsewhere the allocator
-# builds its portable path (rseq/state.h: CIDMALLOC_RSEQ_X86_64 is 0) and
-# runs in none mode, with soft IDs instead of rseq (qemu-aarch64 does not
-# implement rseq(2) either).  This checks that the portable path stays
-# portable: every source file of //:libcidmalloc.so (Bazel's list) compiles
+# qemu-aarch64 does not implement rseq(2), so the library runs in none mode
+# here, with soft IDs instead of its AArch64 critical sections (those run
+# in tests/aarch64_vm_test.sh's VMs).  This checks that the library builds
+# for AArch64 and that its none mode works there: every source file of
+# //:libcidmalloc.so (Bazel's list) compiles
 # for aarch64 with the repository's warnings as errors (-Wall -Wextra
 # -Werror), the library links, tests/preload/valgrind_workload.c
 # (threads, frees across threads, fork, malloc_trim, every byte checked)

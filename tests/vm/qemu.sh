@@ -15,7 +15,14 @@
 KERNEL=6.12 CPUS=4 NODES=1 MEM_PER_NODE=768 APPEND="" TIMEOUT=300 LOG=""
 RUN_SH="" SCENARIO=""
 boot_vm() {
-  local vmlinuz="$CACHE/kernels/$KERNEL/vmlinuz"
+  # The emulated machine of each architecture (VM_ARCH, vm.sh).
+  local -a machine=(qemu-system-x86_64 -machine q35 -accel tcg -cpu qemu64)
+  local console=ttyS0 kdir="$KERNEL"
+  if [[ "${VM_ARCH:-x86_64}" == aarch64 ]]; then
+    machine=(qemu-system-aarch64 -machine virt -accel tcg -cpu max)
+    console=ttyAMA0 kdir="aarch64-$KERNEL"
+  fi
+  local vmlinuz="$CACHE/kernels/$kdir/vmlinuz"
   [[ -s "$vmlinuz" ]] || die "no kernel $KERNEL: run vm.sh prepare"
   [[ -s "$WORK/base.cpio.gz" ]] || die "no initramfs: run vm.sh prepare"
   ((CPUS >= NODES && CPUS % NODES == 0)) ||
@@ -42,7 +49,8 @@ boot_vm() {
   # tsc=unstable: TCG's TSC is not synchronised across vCPUs.  lpj=: skip
   # the per-cpu delay-loop calibration (minutes with 64 vCPUs).  panic=-1
   # and oops=panic: reboot at once, which -no-reboot turns into an exit.
-  local cmdline="console=ttyS0 panic=-1 oops=panic tsc=unstable lpj=5000000 quiet"
+  local cmdline="console=$console panic=-1 oops=panic tsc=unstable"
+  cmdline+=" lpj=5000000 quiet"
   cmdline+=" rcupdate.rcu_cpu_stall_suppress=1 VMTEST_SCENARIO=${SCENARIO:-adhoc}"
   [[ -z "$APPEND" ]] || cmdline+=" $APPEND"
 
@@ -50,8 +58,7 @@ boot_vm() {
   # other load on the host it tells more than the wall time.
   local rc=0 TIMEFORMAT='%U %S'
   { time {
-    timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-      -machine q35 -accel tcg -cpu qemu64 \
+    timeout -k 10 "$TIMEOUT" "${machine[@]}" \
       -smp "$CPUS,sockets=$NODES,cores=$((CPUS / NODES)),threads=1" \
       -m "$((MEM_PER_NODE * NODES))M" "${numa[@]}" \
       -kernel "$vmlinuz" -initrd "$tmp/initrd" -append "$cmdline" \

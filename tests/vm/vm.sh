@@ -31,6 +31,11 @@
 # flake), boots again (CIDMALLOC_VM_BOOT_RETRIES, default 2; see
 # emulator_failure).
 #
+# CIDMALLOC_VM_ARCH=aarch64: the same commands for the AArch64 VMs
+# (qemu-system-aarch64, Debian's arm64 kernels, the scenarios of
+# tests/vm/scenarios_aarch64/, programs cross-built by prepare_aarch64.sh);
+# default x86_64.
+#
 # Cache: ${CIDMALLOC_VM_CACHE:-~/.cache/cidmalloc-vm} (kernels, initramfs,
 # logs).  BAZEL overrides the bazel command (words split on spaces, e.g.
 # BAZEL="bazel --output_base=/tmp/ob").
@@ -43,6 +48,15 @@ read -r -a BAZEL_CMD <<<"${BAZEL:-bazel}"
 # Per checkout: two checkouts may share the kernel cache, not the payload.
 WORK="$CACHE/work/$(printf '%s' "$ROOT" | md5sum | cut -c1-12)"
 SCENARIOS="$HERE/scenarios"
+VM_ARCH="${CIDMALLOC_VM_ARCH:-x86_64}"
+case "$VM_ARCH" in
+  x86_64) ;;
+  aarch64)
+    SCENARIOS="$HERE/scenarios_aarch64"
+    WORK="$WORK-aarch64"
+    ;;
+  *) echo "vm.sh: CIDMALLOC_VM_ARCH=$VM_ARCH: x86_64 or aarch64" >&2; exit 2 ;;
+esac
 MULTIARCH=x86_64-linux-gnu
 JEMALLOC_SO=/usr/lib/$MULTIARCH/libjemalloc.so.2
 
@@ -68,6 +82,10 @@ note() { echo "vm.sh: $*" >&2; }
 source "$HERE/prepare.sh"
 # shellcheck source=tests/vm/qemu.sh
 source "$HERE/qemu.sh"
+if [[ "$VM_ARCH" == aarch64 ]]; then
+  # shellcheck source=tests/vm/prepare_aarch64.sh
+  source "$HERE/prepare_aarch64.sh"
+fi
 
 # ---- scenarios and subcommands ---------------------------------------------------
 

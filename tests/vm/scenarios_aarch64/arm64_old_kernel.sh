@@ -1,0 +1,22 @@
+# Scenario arm64_old_kernel: AArch64 on Linux 6.1, whose rseq has neither
+# node_id nor mm_cid (no AT_RSEQ_FEATURE_SIZE): cidmalloc must fall back to
+# cpu mode and run the AArch64 sections on cpu_id.  The descriptors as
+# linked, part of the rseq stress (delays at every point, signals, drains,
+# capacity changes; the _glibc target asks for the best mode, which is cpu
+# here), the allocator's per-ID stress and API tests.
+# vm-kernel: 6.1
+# vm-cpus: 2
+# vm-nodes: 1
+# vm-mem-per-node: 1024
+# vm-timeout: 600
+# vm-order: 20
+
+check slabs.cpu 120 \
+  slabs --threads 4 --seconds 3 --max-slabs 2 --expect-mode cpu
+
+gtest rseq_cs/section_test 120
+gtest rseq/stress_glibc_test 300 \
+  'StressSetup.*:*inject_all:*signals_inject_pinned:*drain_signals_yield:*adjust_signals_drain'
+gtest allocator_stress/per_id_stress_cid_test 300 \
+  'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
+gtest allocator/api_conformance_cid_test 240
