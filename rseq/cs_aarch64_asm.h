@@ -30,22 +30,14 @@
 #define CIDMALLOC_RSEQ_CS_AARCH64_ASM_H_
 
 #include "rseq/abi.h"
+#include "rseq/cs_asm_common.h"
 #include "rseq/inject.h"
 #include "rseq/state.h"
 
-// The descriptor (label 3), its pointer, and the signed abort stub (label
-// 6) that branches to the C++ label `abort`; the "?" flag as on x86-64.
+// The descriptor (label 3) and its pointer (rseq/cs_asm_common.h), and the
+// signed abort stub (label 6) that branches to the C++ label `abort`.
 #define CIDMALLOC_RSEQ_CS_DEFINE                                          \
-  ".pushsection __rseq_cs, \"aw?\"\n\t"                                   \
-  ".balign " CIDMALLOC_STR(CIDMALLOC_RSEQ_CS_ALIGN) "\n"                 \
-  "3:\n\t"                                                               \
-  ".long 0, 0\n\t"                   /* version, flags */                \
-  ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
-  ".popsection\n\t"                                                      \
-  ".pushsection __rseq_cs_ptr_array, \"aw?\"\n\t"                         \
-  ".balign 8\n\t"                                                       \
-  ".quad 3b\n\t"                                                         \
-  ".popsection\n\t"                                                      \
+  CIDMALLOC_RSEQ_CS_DESCRIPTOR                                           \
   ".pushsection __rseq_failure, \"ax?\"\n\t"                              \
   ".inst " CIDMALLOC_STR(CIDMALLOC_RSEQ_SIG) "\n" /* brk #0x45e0 */      \
   "6:\n\t"                                                               \
@@ -110,23 +102,13 @@
   "cmp w17, %w[node]\n\t"              /* if (w17 != node) */             \
   "b.ne %l[fail]\n\t"                  /*   goto fail */
 
-// Register operands (see the file comment), the fields each section
-// family reads; the ID-field offset is thread-pointer relative, as
-// g_process.id_offset is.
-#define CIDMALLOC_RSEQ_CS_AREA_INPUT \
-  [area] "r"(::cidmalloc::rseq::g_process.area_offset)
-#define CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS                         \
-  [area] "r"(::cidmalloc::rseq::g_process.area_offset),            \
-      [stride] "r"(::cidmalloc::rseq::g_process.cid_stride),       \
-      [nnodes] "r"(::cidmalloc::rseq::g_process.num_nodes)
-#define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
-  [area] "r"(::cidmalloc::rseq::g_process.area_offset),            \
-      [idoff] "r"(::cidmalloc::rseq::g_process.id_offset),         \
-      [nids] "r"(::cidmalloc::rseq::g_process.num_rseq_ids),       \
-      [stride] "r"(::cidmalloc::rseq::g_process.cid_stride),       \
-      [nnodes] "r"(::cidmalloc::rseq::g_process.num_nodes)
+// The process-wide fields are register operands (see the file comment);
+// the ID-field offset is thread-pointer relative, as g_process.id_offset
+// is.
+#define CIDMALLOC_RSEQ_FIELD(field) "r"(field)
 
-// The test hooks of rseq/inject.h; empty in the allocator's builds.
+// The test hooks of rseq/inject.h (their empty forms, for the allocator's
+// builds, are in rseq/cs_asm_common.h).
 #ifdef CIDMALLOC_RSEQ_INJECT
 // Delay loop at point n, in x17 (free at every injection point).
 //   w17 = inject_loops[n]
@@ -140,8 +122,6 @@
   "sub w17, w17, #1\n\t"                                              \
   "cbnz w17, 76" #n "b\n\t"                                           \
   "77" #n ":\n\t"
-#else
-#define CIDMALLOC_RSEQ_INJECT_ASM(n) ""
 #endif
 
 #ifdef CIDMALLOC_RSEQ_COMPARE_TWICE
@@ -176,11 +156,6 @@
   "mul w17, w17, %w[stride]\n\t"                                        \
   "cmp %w[" id_operand "], w17\n\t"                                     \
   "b.ne %l[mismatch]\n\t"
-#else
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
 #endif
 
 // id <<= 6; x17 = *(base + id) + delta; commit: *(base + id) = x17
@@ -320,19 +295,6 @@
                                        /* commit: s->capacity = c */         \
   "5:\n\t"
 
-// The raw, the wide raw and wide mm_cid (Pop and Push only) and the
-// node-qualified instantiation of an operation, as on x86-64.
-#define CIDMALLOC_RSEQ_RAW_ASM(body) \
-  body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
-#define CIDMALLOC_RSEQ_WIDE_ASM(body) \
-  body(CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE,  \
-       CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM("id"))
-#define CIDMALLOC_RSEQ_MM_CID_ASM(body)         \
-  body(CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE,      \
-       CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM("id"))
-#define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
-  body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
-       CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
 
 // Clobbers: the two scratch registers in every section, Pop's included.
 #define CIDMALLOC_RSEQ_POP_V(v) "=&r"(v)

@@ -48,26 +48,15 @@
 #define CIDMALLOC_RSEQ_CS_X86_64_ASM_H_
 
 #include "rseq/abi.h"
+#include "rseq/cs_asm_common.h"
 #include "rseq/inject.h"
 #include "rseq/state.h"
 
-// Emits the descriptor (label 3), its pointer, and the signed abort stub
-// (label 6) that jumps to the C++ label `abort`.  The "?" flag puts all
-// three in the section group of the code around them: when the linker
-// drops a duplicate COMDAT copy of an inline function, its descriptors go
-// with it instead of pointing into discarded code.  The code between 4 and 5
-// is the critical section.
+// Emits the descriptor (label 3) and its pointer (rseq/cs_asm_common.h),
+// and the signed abort stub (label 6) that jumps to the C++ label
+// `abort`, in the same section group.
 #define CIDMALLOC_RSEQ_CS_DEFINE                                          \
-  ".pushsection __rseq_cs, \"aw?\"\n\t"                                   \
-  ".balign " CIDMALLOC_STR(CIDMALLOC_RSEQ_CS_ALIGN) "\n"                 \
-  "3:\n\t"                                                               \
-  ".long 0, 0\n\t"                   /* version, flags */                \
-  ".quad 4f, (5f - 4f), 6f\n\t"      /* start, post-commit len, abort */ \
-  ".popsection\n\t"                                                      \
-  ".pushsection __rseq_cs_ptr_array, \"aw?\"\n\t"                         \
-  ".balign 8\n\t"                                                       \
-  ".quad 3b\n\t"                                                         \
-  ".popsection\n\t"                                                      \
+  CIDMALLOC_RSEQ_CS_DESCRIPTOR                                           \
   ".pushsection __rseq_failure, \"ax?\"\n\t"                              \
   ".byte 0x0f, 0xb9, 0x3d\n\t"       /* ud1 <sig>(%rip), %edi */         \
   ".long " CIDMALLOC_STR(CIDMALLOC_RSEQ_SIG) "\n"                        \
@@ -141,28 +130,14 @@
   "cmpl %[node], %%eax\n\t"            /* if (eax != node) */             \
   "jne %l[fail]\n\t"                   /*   goto fail */
 
-// The wide mm_cid sections' only shared operand (PopOnce / PushOnce<kRaw>).
-#define CIDMALLOC_RSEQ_CS_AREA_INPUT \
-  [area] "m"(::cidmalloc::rseq::g_process.area_offset)
-
-// The node-qualified sections' shared operands, for those without a
-// restart loop (PopOnce / PushOnce<kNodeQualified>).
-#define CIDMALLOC_RSEQ_CS_QUALIFIED_INPUTS                         \
-  [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
-      [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
-      [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
-
-// Memory operands only: a section that does not use one costs nothing.
-#define CIDMALLOC_RSEQ_CS_COMMON_INPUTS                            \
-  [area] "m"(::cidmalloc::rseq::g_process.area_offset),            \
-      [idoff] "m"(::cidmalloc::rseq::g_process.id_offset),         \
-      [nids] "m"(::cidmalloc::rseq::g_process.num_rseq_ids),       \
-      [stride] "m"(::cidmalloc::rseq::g_process.cid_stride),       \
-      [nnodes] "m"(::cidmalloc::rseq::g_process.num_nodes)
+// The process-wide fields are memory operands (rseq/cs_asm_common.h's
+// operand lists): a section that does not use one costs nothing.
+#define CIDMALLOC_RSEQ_FIELD(field) "m"(field)
 
 // The test hooks of rseq/inject.h: delay loops at the injection points
 // (CIDMALLOC_RSEQ_INJECT) and the ID read again before each commit
-// (CIDMALLOC_RSEQ_COMPARE_TWICE); empty in the allocator's builds.
+// (CIDMALLOC_RSEQ_COMPARE_TWICE); their empty forms, for the allocator's
+// builds, are in rseq/cs_asm_common.h.
 #ifdef CIDMALLOC_RSEQ_INJECT
 // Delay loop at point n.  Uses %eax, which every critical section clobbers.
 //   eax = inject_loops[n]
@@ -175,8 +150,6 @@
   "decl %%eax\n\t"                                                    \
   "jnz 76" #n "b\n\t"                                                 \
   "77" #n ":\n\t"
-#else
-#define CIDMALLOC_RSEQ_INJECT_ASM(n) ""
 #endif
 
 #ifdef CIDMALLOC_RSEQ_COMPARE_TWICE
@@ -212,11 +185,6 @@
   "imull %[stride], %%eax\n\t"                                               \
   "cmpl %%eax, %k[" id_operand "]\n\t"                                        \
   "jne %l[mismatch]\n\t"
-#else
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM(id_operand) ""
-#define CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM(id_operand) ""
 #endif
 
 // Each operation's code is a macro of its ID load and its compare-twice
@@ -367,19 +335,6 @@
                                        /* commit: s->capacity = c */         \
   "5:\n\t"
 
-// The raw, the wide raw and wide mm_cid (Pop and Push only) and the
-// node-qualified instantiation of an operation: one `asm volatile goto`
-// each, with the same operands.
-#define CIDMALLOC_RSEQ_RAW_ASM(body) \
-  body(CIDMALLOC_RSEQ_CS_LOAD_ID, CIDMALLOC_RSEQ_COMPARE_TWICE_ASM("id"))
-#define CIDMALLOC_RSEQ_WIDE_ASM(body) \
-  body(CIDMALLOC_RSEQ_CS_LOAD_ID_WIDE, CIDMALLOC_RSEQ_COMPARE_TWICE_WIDE_ASM("id"))
-#define CIDMALLOC_RSEQ_MM_CID_ASM(body)         \
-  body(CIDMALLOC_RSEQ_CS_LOAD_MM_CID_WIDE,      \
-       CIDMALLOC_RSEQ_COMPARE_TWICE_MM_CID_ASM("id"))
-#define CIDMALLOC_RSEQ_QUALIFIED_ASM(body, check)     \
-  body(CIDMALLOC_RSEQ_CS_LOAD_QUALIFIED_ID(check),    \
-       CIDMALLOC_RSEQ_COMPARE_TWICE_QUALIFIED_ASM("id"))
 
 // Pop's item: %rax, the scratch register that arms the descriptor, so that
 // the caller keeps one register fewer live; but where the compare-twice
