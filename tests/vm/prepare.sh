@@ -29,20 +29,24 @@ apt_update_once() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >&2
 }
 
+# install_or_skip PACKAGE...: installs the packages (none: nothing to do),
+# or skips the suite if they cannot be.
+install_or_skip() {
+  (($# > 0)) || return 0
+  note "installing $*"
+  command -v apt-get >/dev/null || skip "no apt-get to install $*"
+  apt_update_once || skip "apt-get update failed (not root and no sudo?)"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "$@" </dev/null >&2 || skip "cannot install $*"
+}
+
 # Installs qemu-system-x86 and busybox-static (needed: else skip) and
 # libjemalloc2 (the locality comparison; optional).
 ensure_packages() {
   local -a missing=()
   command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
   pkg_installed busybox-static || missing+=(busybox-static)
-  if ((${#missing[@]} > 0)); then
-    note "installing ${missing[*]}"
-    command -v apt-get >/dev/null || skip "no apt-get to install ${missing[*]}"
-    apt_update_once || skip "apt-get update failed (not root and no sudo?)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-      --no-install-recommends "${missing[@]}" </dev/null >&2 ||
-      skip "cannot install ${missing[*]}"
-  fi
+  install_or_skip "${missing[@]}"
   command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64"
   [[ -x /bin/busybox ]] || skip "no /bin/busybox"
   if [[ ! -e "$JEMALLOC_SO" ]] && ! pkg_installed libjemalloc2; then

@@ -6,8 +6,8 @@
 # the scenarios of tests/vm/scenarios_aarch64/ run (tests/vm/cross_build.py
 # replays Bazel's actions with aarch64-linux-gnu-g++) and packs them with
 # the AArch64 C and C++ runtime into the initramfs.  Uses prepare.sh's
-# helpers (as_root, pkg_installed, apt_update_once, write_test_envs,
-# stage_file) and vm.sh's settings.
+# helpers (as_root, pkg_installed, apt_update_once, install_or_skip,
+# scenario_tests, write_test_envs) and vm.sh's settings.
 # shellcheck shell=bash
 
 AARCH64_SYSROOT=/usr/aarch64-linux-gnu
@@ -20,14 +20,7 @@ ensure_packages_aarch64() {
   [[ -e /usr/src/googletest/googletest/src/gtest-all.cc ]] ||
     missing+=(googletest)
   pkg_installed busybox-static || missing+=(busybox-static)
-  if ((${#missing[@]} > 0)); then
-    note "installing ${missing[*]}"
-    command -v apt-get >/dev/null || skip "no apt-get to install ${missing[*]}"
-    apt_update_once || skip "apt-get update failed (not root and no sudo?)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-      --no-install-recommends "${missing[@]}" </dev/null >&2 ||
-      skip "cannot install ${missing[*]}"
-  fi
+  install_or_skip "${missing[@]}"
   command -v qemu-system-aarch64 >/dev/null || skip "no qemu-system-aarch64"
   # arm64 packages (the kernels, busybox) are only downloaded, never
   # installed, but apt lists them only for a configured architecture.

@@ -3,7 +3,7 @@
 # cpu mode and run the AArch64 sections on cpu_id.  The descriptors as
 # linked, part of the rseq stress (delays at every point, signals, drains,
 # capacity changes; the _glibc target asks for the best mode, which is cpu
-# here), the allocator's per-ID stress and API tests.
+# here) and the API tests.
 # vm-kernel: 6.1
 # vm-cpus: 2
 # vm-nodes: 1
@@ -17,6 +17,4 @@ check slabs.cpu 120 \
 gtest rseq_cs/section_test 120
 gtest rseq/stress_glibc_test 300 \
   'StressSetup.*:*inject_all:*signals_inject_pinned:*drain_signals_yield:*adjust_signals_drain'
-gtest allocator_stress/per_id_stress_cid_test 300 \
-  'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
 gtest allocator/api_conformance_cid_test 240
