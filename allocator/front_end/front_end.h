@@ -83,7 +83,7 @@ inline constexpr uint32_t kMaxIds = rseq::kMaxRseqIds + rseq::kMaxSoftIds;
 inline constexpr uint32_t kRemoteCapacity = 64;
 // Page runs a slab's run stack holds at most (run_cache.h).
 inline constexpr uint32_t kRunCapacity = 1;
-inline constexpr uint32_t kHeaderBytes = 512;
+inline constexpr uint32_t kHeaderBytes = 576;
 inline constexpr uint32_t kSweepEvents = 1024;
 // SlabHeader::last_miss counts units of 2^kMissStampShift cycles (4-16 us
 // at 1-4 GHz; it wraps after 0.3-1 s).  A miss is dense when it and the
@@ -144,14 +144,14 @@ static_assert(kLayout.bytes <= central::kMaxTagPayload,
 // zero-extending register copy.
 struct OffsetIndex {
   uintptr_t by_size[1025];  // size, size <= 1024
-  uintptr_t large[513];     // (size + 127) >> 7
+  uintptr_t large[central::kMaxSmallSize / 128 + 1];  // (size + 127) >> 7
 };
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
   for (int i = 0; i < 1025; ++i) {
     t.by_size[i] = kLayout.offset[central::kClasses.small_index[(i + 15) >> 4]];
   }
-  for (int i = 0; i < 513; ++i) {
+  for (size_t i = 0; i <= central::kMaxSmallSize / 128; ++i) {
     t.large[i] = kLayout.offset[central::kClasses.large_index[i]];
   }
   return t;

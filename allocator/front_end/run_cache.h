@@ -3,10 +3,11 @@
 //
 // Each slab has a run stack (kLayout.run_offset) that holds up to
 // kRunCapacity freed page runs of up to kMaxCachedRunPages pages (blocks of
-// 64 KiB + 1 to 128 KiB), for the next allocation of the same length on
-// the same ID: a push and a pop, rseq sections as the classes' own, where
-// the page heap takes its heap's lock for each (two locked instructions a
-// malloc + free pair: 72 KiB pairs took 33 ns here, tcmalloc's 9).
+// 128 KiB + 1 to 256 KiB, above the size classes), for the next allocation
+// of the same length on the same ID: a push and a pop, rseq sections as the
+// classes' own, where the page heap takes its heap's lock for each (two
+// locked instructions a malloc + free pair: 72 KiB pairs, when the classes
+// ended at 64 KiB, took 33 ns here, tcmalloc's 9).
 //
 // The page heap keeps one freed run per heap in the same way (its parked
 // run, page_heap/buddy.h), under the heap's lock; this keeps one per ID
@@ -36,7 +37,7 @@
 
 namespace cidmalloc::front_end {
 
-inline constexpr uint32_t kMaxCachedRunPages = 16;  // Of 8 KiB: 128 KiB.
+inline constexpr uint32_t kMaxCachedRunPages = 32;  // Of 8 KiB: 256 KiB.
 
 // The first bytes of a cached run.  Written by CacheRun before the push;
 // read by the ID's pop (TakeRun) and by a free of the same pointer; the

@@ -73,7 +73,7 @@ inline bool LooksFreed(void* ptr) {
     return static_cast<volatile uintptr_t*>(ptr)[1] ==
            cidmalloc::api::FreeMark(p, cidmalloc::api::g_state);
   }
-  // A run back in the page heap, or (up to 128 KiB) in the freeing
+  // A run back in the page heap, or (up to 256 KiB) in the freeing
   // thread's run stack, marked so (front_end/run_cache.h).
   const uint32_t pages = c->run_pages[PageIndex(p)];
   return pages == 0 || (pages <= cidmalloc::front_end::kMaxCachedRunPages &&

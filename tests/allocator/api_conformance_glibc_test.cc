@@ -134,7 +134,7 @@ TEST(Glibc, LibcAliasesAreCidmalloc) {
   EXPECT_EQ(FirstNonZero(b, 100), 100u);
   EXPECT_EQ(KindOf(b), BlockKind::kSmall);
   FillPattern(a, 100, 11);
-  void* c = __libc_realloc(a, 100000);
+  void* c = __libc_realloc(a, 200000);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(FirstPatternMismatch(c, 100, 11), 100u);
   EXPECT_EQ(KindOf(c), BlockKind::kLarge);

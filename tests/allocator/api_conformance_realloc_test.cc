@@ -45,7 +45,7 @@ TEST(Realloc, ShrinksThroughEveryClassKeepingContents) {
   ASSERT_NE(p, nullptr);
   FillPattern(p, size, 2);
   std::vector<size_t> targets = {3 * kMiB, 2 * kMiB + 1, 2 * kMiB, 1500000,
-                                 200000,   70000};
+                                 300000,   140000};
   for (int c = kNumClasses - 1; c >= 1; --c) targets.push_back(Class(c).size);
   targets.push_back(1);
   for (size_t target : targets) {
@@ -64,15 +64,15 @@ TEST(Realloc, SmallToLargeToHugeToSmall) {
   void* p = malloc(1000);
   ASSERT_NE(p, nullptr);
   FillPattern(p, 1000, 3);
-  void* large = realloc(p, 100 * kKiB);  // > 64 KiB: a page run.
+  void* large = realloc(p, 200 * kKiB);  // > 128 KiB: a page run.
   ASSERT_NE(large, nullptr);
   EXPECT_EQ(KindOf(large), BlockKind::kLarge);
   EXPECT_EQ(FirstPatternMismatch(large, 1000, 3), 1000u);
-  FillPattern(large, 100 * kKiB, 3);
+  FillPattern(large, 200 * kKiB, 3);
   void* huge = realloc(large, 3 * kMiB);  // > 2 MiB: a mapping of its own.
   ASSERT_NE(huge, nullptr);
   EXPECT_EQ(KindOf(huge), BlockKind::kHuge);
-  EXPECT_EQ(FirstPatternMismatch(huge, 100 * kKiB, 3), 100 * kKiB);
+  EXPECT_EQ(FirstPatternMismatch(huge, 200 * kKiB, 3), 200 * kKiB);
   FillPattern(huge, 3 * kMiB, 3);
   void* small = realloc(huge, 100);
   ASSERT_NE(small, nullptr);

@@ -49,7 +49,7 @@ TEST(Malloc, SmallUsableSizeIsExactlyTheClassSize) {
 }
 
 TEST(Malloc, LargeAndHugeBlocks) {
-  const size_t sizes[] = {64 * kKiB + 1, 100000,         200 * kKiB,
+  const size_t sizes[] = {128 * kKiB + 1, 200000,        256 * kKiB,
                           kMiB - 1,      kMiB,           2 * kMiB - 1,
                           2 * kMiB,      2 * kMiB + 1,   3 * kMiB,
                           5 * kMiB + 17, 16 * kMiB};

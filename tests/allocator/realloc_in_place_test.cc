@@ -94,19 +94,19 @@ TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
 }
 
 TEST(ReallocRun, GrowsIntoTheFreePagesAfterIt) {
-  // 100 KiB is 13 pages of 8 KiB in a 16-page buddy block: the 3 pages
+  // 200 KiB is 25 pages of 8 KiB in a 32-page buddy block: the 7 pages
   // after the run are free (nothing else allocates in between).
   constexpr size_t kKiB = 1024;
-  char* p = static_cast<char*>(malloc(100 * kKiB));
+  char* p = static_cast<char*>(malloc(200 * kKiB));
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(KindOf(p), BlockKind::kLarge);
-  FillPattern(p, 100 * kKiB, 14);
+  FillPattern(p, 200 * kKiB, 14);
   const uintptr_t base = reinterpret_cast<uintptr_t>(p);
-  char* q = static_cast<char*>(realloc(p, 120 * kKiB));
+  char* q = static_cast<char*>(realloc(p, 240 * kKiB));
   ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base) << "grown in place";
-  EXPECT_EQ(malloc_usable_size(q), 120 * kKiB);
-  EXPECT_EQ(FirstPatternMismatch(q, 100 * kKiB, 14), 100 * kKiB);
-  memset(q + 100 * kKiB, 0x33, 20 * kKiB);
+  EXPECT_EQ(malloc_usable_size(q), 240 * kKiB);
+  EXPECT_EQ(FirstPatternMismatch(q, 200 * kKiB, 14), 200 * kKiB);
+  memset(q + 200 * kKiB, 0x33, 40 * kKiB);
   cidmalloc::page_heap::CheckInvariants();  // Aborts on a broken buddy heap.
   free(q);
   cidmalloc::page_heap::CheckInvariants();

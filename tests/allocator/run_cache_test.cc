@@ -49,34 +49,34 @@ class RunCache : public ::testing::Test {
 
 TEST_F(RunCache, AFreedRunGoesToTheNextAllocationOfItsLength) {
   const uint64_t before = CachedBytes();
-  char* p = static_cast<char*>(malloc(100 * kKiB));  // 13 pages.
+  char* p = static_cast<char*>(malloc(196 * kKiB));  // 25 pages.
   ASSERT_NE(p, nullptr);
-  memset(p, 0x5a, 100 * kKiB);
+  memset(p, 0x5a, 196 * kKiB);
   const uintptr_t pa = Addr(p);
   free(Opaque(p));
-  EXPECT_EQ(CachedBytes(), before + 13 * kPage);
+  EXPECT_EQ(CachedBytes(), before + 25 * kPage);
   fe::CheckInvariants();  // With a run cached.
   // Another size of the same length in pages.
-  char* q = static_cast<char*>(malloc(13 * kPage - 100));
+  char* q = static_cast<char*>(malloc(25 * kPage - 100));
   EXPECT_EQ(Addr(q), pa);
   EXPECT_EQ(CachedBytes(), before);
-  EXPECT_EQ(malloc_usable_size(q), 13 * kPage);
+  EXPECT_EQ(malloc_usable_size(q), 25 * kPage);
   // The header the cache wrote is gone from the bytes the program can see
   // as freed-run marks; the rest of the contents are the old ones.
   EXPECT_FALSE(fe::IsCachedRun(q));
-  EXPECT_EQ(static_cast<unsigned char>(q[100 * kKiB - 1]), 0x5a);
+  EXPECT_EQ(static_cast<unsigned char>(q[196 * kKiB - 1]), 0x5a);
   free(q);
 }
 
 TEST_F(RunCache, CallocOfACachedRunReadsAsZero) {
-  char* p = static_cast<char*>(malloc(90 * kKiB));
+  char* p = static_cast<char*>(malloc(180 * kKiB));
   ASSERT_NE(p, nullptr);
-  memset(p, 0xff, 90 * kKiB);
+  memset(p, 0xff, 180 * kKiB);
   const uintptr_t pa = Addr(p);
   free(Opaque(p));
-  char* q = static_cast<char*>(calloc(1, 90 * kKiB));
+  char* q = static_cast<char*>(calloc(1, 180 * kKiB));
   ASSERT_EQ(Addr(q), pa);  // The cached run: zeroed by calloc, not by the OS.
-  for (size_t i = 0; i < 90 * kKiB; ++i) {
+  for (size_t i = 0; i < 180 * kKiB; ++i) {
     ASSERT_EQ(q[i], 0) << "byte " << i;
   }
   free(q);
@@ -84,67 +84,67 @@ TEST_F(RunCache, CallocOfACachedRunReadsAsZero) {
 
 TEST_F(RunCache, AnotherLengthSendsTheRunBackFirst) {
   const uint64_t before = CachedBytes();
-  void* p = malloc(100 * kKiB);
+  void* p = malloc(200 * kKiB);
   const uintptr_t pa = Addr(p);
   free(p);
-  ASSERT_EQ(CachedBytes(), before + 13 * kPage);
-  void* q = malloc(72 * kKiB);  // 9 pages: the 13-page run goes back.
+  ASSERT_EQ(CachedBytes(), before + 25 * kPage);
+  void* q = malloc(144 * kKiB);  // 18 pages: the 25-page run goes back.
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(CachedBytes(), before);
   // Its mark is gone (unless q took its pages and the mark with them).
   EXPECT_TRUE(Addr(q) == pa || !fe::IsCachedRun(At(pa)));
-  free(q);  // Now the 9-page run is the cached one.
-  EXPECT_EQ(CachedBytes(), before + 9 * kPage);
+  free(q);  // Now the 18-page run is the cached one.
+  EXPECT_EQ(CachedBytes(), before + 18 * kPage);
 }
 
-TEST_F(RunCache, OnlyRunsUpTo128KiBAndAlignedToAPageAreCached) {
+TEST_F(RunCache, OnlyRunsUpTo256KiBAndAlignedToAPageAreCached) {
   const uint64_t before = CachedBytes();
-  free(Opaque(malloc(129 * kKiB)));  // 17 pages.
+  free(Opaque(malloc(257 * kKiB)));  // 33 pages.
   EXPECT_EQ(CachedBytes(), before);
   // A run allocated at a larger alignment is cached once freed (its start
   // is aligned to a page too), but an allocation at such an alignment
   // never takes a cached run: it may not be aligned enough.
   void* aligned = nullptr;
-  ASSERT_EQ(posix_memalign(&aligned, 64 * kKiB, 100 * kKiB), 0);
+  ASSERT_EQ(posix_memalign(&aligned, 64 * kKiB, 200 * kKiB), 0);
   const uintptr_t aa = Addr(aligned);
   free(aligned);
-  EXPECT_EQ(CachedBytes(), before + 13 * kPage);
-  void* p = malloc(100 * kKiB);
+  EXPECT_EQ(CachedBytes(), before + 25 * kPage);
+  void* p = malloc(200 * kKiB);
   EXPECT_EQ(Addr(p), aa);
   free(p);
   void* q = nullptr;
-  ASSERT_EQ(posix_memalign(&q, 256 * kKiB, 100 * kKiB), 0);
+  ASSERT_EQ(posix_memalign(&q, 256 * kKiB, 200 * kKiB), 0);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % (256 * kKiB), 0u);
   free(q);
 }
 
 TEST_F(RunCache, TrimAndReallocGrowthGiveTheRunBack) {
   const uint64_t before = CachedBytes();
-  free(Opaque(malloc(80 * kKiB)));
-  ASSERT_EQ(CachedBytes(), before + 10 * kPage);
+  free(Opaque(malloc(160 * kKiB)));
+  ASSERT_EQ(CachedBytes(), before + 20 * kPage);
   malloc_trim(0);
   EXPECT_EQ(CachedBytes(), before);
 
   // realloc growing a run in place first gives the ID's cached run back to
   // its heap, whose pages the growth may need.
-  void* a = malloc(72 * kKiB);
-  free(Opaque(malloc(72 * kKiB)));
-  ASSERT_EQ(CachedBytes(), before + 9 * kPage);
+  void* a = malloc(144 * kKiB);
+  free(Opaque(malloc(144 * kKiB)));
+  ASSERT_EQ(CachedBytes(), before + 18 * kPage);
   const uintptr_t aa = Addr(a);
-  void* grown = realloc(a, 120 * kKiB);
+  void* grown = realloc(a, 240 * kKiB);
   ASSERT_NE(grown, nullptr);
   // Grown in place, or moved: then a, freed, is the cached run.
-  EXPECT_EQ(CachedBytes(), before + (Addr(grown) == aa ? 0 : 9 * kPage));
+  EXPECT_EQ(CachedBytes(), before + (Addr(grown) == aa ? 0 : 18 * kPage));
   free(grown);
 }
 
 TEST_F(RunCache, ARunFreedOnAnotherThreadGoesToThatThreadsCache) {
-  void* p = malloc(100 * kKiB);
+  void* p = malloc(200 * kKiB);
   std::thread([p] {
     const uintptr_t pa = Addr(p);
     free(p);
     // This thread's ID holds it: its next allocation of the length gets it.
-    void* q = malloc(100 * kKiB);
+    void* q = malloc(200 * kKiB);
     EXPECT_EQ(Addr(q), pa);
     free(q);
   }).join();
@@ -164,7 +164,7 @@ TEST(RunCacheMode, IsTheOneTheTargetAskedFor) {
 TEST(RunCacheDeathTest, DoubleFreeOfACachedRun) {
   EXPECT_DEATH(
       {
-        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        const uintptr_t pa = Addr(malloc(200 * kKiB));
         free(At(pa));
         free(At(pa));
       },
@@ -174,14 +174,14 @@ TEST(RunCacheDeathTest, DoubleFreeOfACachedRun) {
 TEST(RunCacheDeathTest, ReallocAndUsableSizeOfACachedRun) {
   EXPECT_DEATH(
       {
-        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        const uintptr_t pa = Addr(malloc(200 * kKiB));
         free(At(pa));
-        free(realloc(At(pa), 120 * kKiB));
+        free(realloc(At(pa), 240 * kKiB));
       },
       "realloc\\(\\).*double free");
   EXPECT_DEATH(
       {
-        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        const uintptr_t pa = Addr(malloc(200 * kKiB));
         free(At(pa));
         fprintf(stderr, "%zu\n", malloc_usable_size(At(pa)));
       },
@@ -191,7 +191,7 @@ TEST(RunCacheDeathTest, ReallocAndUsableSizeOfACachedRun) {
 TEST(RunCacheDeathTest, CheckInvariantsRefusesAnUnmarkedRun) {
   EXPECT_DEATH(
       {
-        const uintptr_t pa = Addr(malloc(100 * kKiB));
+        const uintptr_t pa = Addr(malloc(200 * kKiB));
         free(At(pa));
         // A use after free that overwrites the cached run's mark.
         static_cast<fe::RunHeader*>(At(pa))->mark = 0;

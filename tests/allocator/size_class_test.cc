@@ -111,9 +111,11 @@ TEST(SizeClasses, SpansAndTransferParameters) {
     EXPECT_LE(k.span_bytes, 2u * 1024 * 1024);
     const uint32_t objects = k.span_bytes / k.size;
     EXPECT_EQ(k.limit, objects * k.size);
-    // At least 8 objects, and at most 1/32 of the span left over.
-    EXPECT_GE(objects, 8u);
-    EXPECT_LE(32u * (k.span_bytes - k.limit), k.span_bytes);
+    // At least 8 objects, and at most 1/32 of the span left over; above
+    // 64 KiB at least 4 and at most 1/16.
+    const bool big = k.size > 64 * 1024;
+    EXPECT_GE(objects, big ? 4u : 8u);
+    EXPECT_LE((big ? 16u : 32u) * (k.span_bytes - k.limit), k.span_bytes);
     // The object-start test's entry: magic = floor(2^64 / size) + 1,
     // e = size * magic - 2^64 in [1, size], bound = objects * e, and
     // bound < magic (what keeps a non-start offset above the bound).
