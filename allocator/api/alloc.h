@@ -116,8 +116,9 @@ CIDMALLOC_NOINLINE void* AllocSmallMiss(int cls) noexcept;
 // What a large allocation's bytes must be: anything, or zero (calloc).
 enum class Fill : uint8_t { kAny, kZero };
 // AllocLarge and FreeSlow (free() of a pointer with no span tag) start with
-// the ID's run stack, with no call and so no stack frame (a 72 KiB pair
-// took 13.3-13.6 ns with them in the general paths, 10.0 without), and
+// the ID's run stack, with no call and so no stack frame (a 72 KiB pair,
+// a page run before the classes reached 128 KiB, took 13.3-13.6 ns with
+// them in the general paths, 10.0 without), and
 // tail-call AllocLargeMiss and FreeLargeIn (FreeLarge for null and foreign
 // pointers) for the rest: the run stack of any mode, the page heap,
 // misuse, counting.  AllocLargeMiss gives `other` (a run of another length

@@ -203,7 +203,7 @@ TEST(Lifecycle, ForkWhileOtherThreadsAllocate) {
     return;
   }
   signal(SIGALRM, ForkWatchdog);
-  alarm(kForkTestTimeoutSeconds);
+  alarm(kForkTestTimeoutSeconds * TimeoutScale());
   constexpr int kForks = 6;
   Churn churn(4);
   for (int i = 0; i < kForks; ++i) {

@@ -245,7 +245,18 @@ class ChildReport {
   int failures_ = 0;
 };
 
-// Forks; the child arms alarm(timeout), runs body(report) and _exits 0 iff
+// CIDMALLOC_TEST_TIMEOUT_SCALE=N (an integer from 1 to 100; default 1)
+// multiplies the watchdog timeouts of these tests, for emulated machines
+// (tests/vm's AArch64 scenarios run under qemu's TCG, several times slower
+// than the x86-64 ones).
+inline unsigned TimeoutScale() {
+  const std::string v = Env("CIDMALLOC_TEST_TIMEOUT_SCALE", "1");
+  const unsigned long n = strtoul(v.c_str(), nullptr, 10);
+  return n >= 1 && n <= 100 ? static_cast<unsigned>(n) : 1;
+}
+
+// Forks; the child arms alarm(timeout * TimeoutScale()), runs body(report)
+// and _exits 0 iff
 // every check passed.  The parent waits.  Returns "" if the child exited
 // normally with status 0 and reported nothing, else a description.
 // If `in_fork` is given, it is true while this thread is inside fork().
@@ -260,7 +271,7 @@ std::string RunInChild(int timeout_seconds, Body body,
   if (pid < 0) return std::string("fork failed: ") + strerror(errno);
   if (pid == 0) {
     close(p[0]);
-    alarm(static_cast<unsigned>(timeout_seconds));
+    alarm(static_cast<unsigned>(timeout_seconds) * TimeoutScale());
     ChildReport report(p[1]);
     body(report);
     _exit(report.failures() == 0 ? 0 : 1);
