@@ -44,10 +44,13 @@
 //                      1 thread.
 //   BM_AlignedPair/<align>  posix_memalign of 1000 bytes at an alignment of
 //                      4 KiB or 64 KiB, then free.  1 thread.
-//   BM_LargePair/<KiB>  malloc of 72, 128 or 512 KiB, a byte written at its
-//                      start, free: a buffer above the size classes (64
-//                      KiB), which cidmalloc takes from its page heap under
-//                      a lock per node.  1 and 2 threads.
+//   BM_LargePair/<KiB>  malloc of 72, 128, 192 or 512 KiB, a byte written
+//                      at its start, free: a large buffer.  cidmalloc's
+//                      size classes reach 128 KiB (72 and 128 were page
+//                      runs until dc8cb7d); 192 KiB is a page run from the
+//                      ID's run stack (up to 256 KiB), 512 KiB one from the
+//                      page heap (its parked run, under the heap's lock).
+//                      1 and 2 threads.
 //   BM_HugeBuffer/<MiB>  malloc a buffer of 1, 3 or 8 MiB, write a byte in
 //                      each of its 4 KiB pages, free it: a temporary buffer
 //                      a program takes again and again.  Above 2 MiB
@@ -285,7 +288,13 @@ void BigPairs(benchmark::State& state, size_t bytes, Touch touch) {
 void BM_LargePair(benchmark::State& state) {
   BigPairs(state, static_cast<size_t>(state.range(0)) << 10, Touch::kFirstByte);
 }
-BENCHMARK(BM_LargePair)->Arg(72)->Arg(128)->Arg(512)->Threads(1)->Threads(2);
+BENCHMARK(BM_LargePair)
+    ->Arg(72)
+    ->Arg(128)
+    ->Arg(192)
+    ->Arg(512)
+    ->Threads(1)
+    ->Threads(2);
 
 // ---- A large temporary buffer, again and again ------------------------------
 void BM_HugeBuffer(benchmark::State& state) {
