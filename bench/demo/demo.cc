@@ -54,7 +54,8 @@ struct Block {
 };
 
 // Mostly small sizes, as real programs allocate: 16..256 bytes most often,
-// up to 64 KiB sometimes, and 64..512 KiB rarely (the large path).
+// up to 64 KiB sometimes, and 64..512 KiB rarely (size classes up to 128
+// KiB, page runs above).
 size_t PickSize(Rng& r) {
   const uint64_t x = r.Below(1000);
   if (x < 700) return 1 + r.Below(256);
