@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "allocator/api/cidmalloc.h"
+#include "allocator/central/size_classes.h"
 #include "tests/allocator_stress/stress_util.h"
 
 namespace {
@@ -41,12 +42,14 @@ constexpr int kOpsPerThread = 6000;
 constexpr int kShards = 64;
 
 // Request sizes that land in every small size class: each step of 16 bytes
-// up to 128, then 8 steps per power of two up to 128 KiB (the documented
-// class layout; an exact match does not matter, covering all does).
+// up to 128, then 8 steps per power of two up to kMaxSmallSize (the
+// documented class layout; an exact match does not matter, covering all
+// does).
 std::vector<size_t> ClassBoundaries() {
   std::vector<size_t> b;
   for (size_t s = 16; s <= 128; s += 16) b.push_back(s);
-  for (size_t base = 128; base < 128 * kKiB; base *= 2) {
+  for (size_t base = 128; base < cidmalloc::central::kMaxSmallSize;
+       base *= 2) {
     for (size_t j = 1; j <= 8; ++j) b.push_back(base + j * (base / 8));
   }
   return b;

@@ -1,5 +1,6 @@
-// tests/allocator_stress/run_cache_stress_test.cc: blocks of 64 KiB + 1 to
-// 128 KiB, the lengths the per-ID run stacks cache
+// tests/allocator_stress/run_cache_stress_test.cc: blocks above the size
+// classes up to the longest run the per-ID run stacks cache (128 KiB + 1 to
+// 256 KiB)
 // (allocator/front_end/run_cache.h), allocated, handed to other threads
 // through shared slots, grown and shrunk with realloc and freed, while
 // another thread drains every cache with malloc_trim.  Each block carries
@@ -16,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/central/size_classes.h"
+#include "allocator/front_end/run_cache.h"
+#include "allocator/page_heap/chunk.h"
 #include "tests/allocator_stress/stress_util.h"
 
 namespace cidmalloc_stress {
@@ -25,8 +29,12 @@ constexpr int kThreads = 4;
 constexpr int kOpsPerThread = 6000;
 constexpr int kLocal = 3;           // blocks a thread holds at a time
 constexpr int kShared = 8;          // slots blocks pass through
-constexpr size_t kMinSize = 64 * kKiB + 1;
-constexpr size_t kMaxSize = 128 * kKiB;
+// The lengths the run stacks take: from the allocator's own bounds, so that
+// they follow it (when the classes grew to 128 KiB these were 64 KiB + 1 to
+// 128 KiB, class objects by then, and no run stack was exercised).
+constexpr size_t kMinSize = cidmalloc::central::kMaxSmallSize + 1;
+constexpr size_t kMaxSize = size_t{cidmalloc::front_end::kMaxCachedRunPages}
+                            << cidmalloc::page_heap::kPageShift;
 constexpr size_t kStrideWords = 512;  // a checked word every 4 KiB
 
 struct Block {
@@ -117,7 +125,7 @@ void Worker(Shared& s, int index) {
       case 3:  // Resize within the cached lengths, or beyond them.
         if (slot != nullptr) {
           const size_t size = rng.Chance(1, 4)
-                                  ? rng.Range(kMaxSize, 300 * kKiB)
+                                  ? rng.Range(kMaxSize, 2 * kMaxSize)
                                   : rng.Range(kMinSize, kMaxSize);
           if (!Intact(*slot, slot->size)) s.failures.fetch_add(1);
           void* q = realloc(slot->p, size);

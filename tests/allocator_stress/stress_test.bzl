@@ -3,12 +3,15 @@
 load("@rules_cc//cc:defs.bzl", "cc_test")
 
 # What every stress test links: the package's helpers, cidmalloc itself (the
-# binary's malloc, free, new and delete), its API header, the re-exec under
-# a seccomp filter that denies rseq (TEST_DENY_RSEQ), and gtest's main.
+# binary's malloc, free, new and delete), its API header, the front end's
+# headers (the size classes' and run stacks' bounds the tests' sizes come
+# from), the re-exec under a seccomp filter that denies rseq
+# (TEST_DENY_RSEQ), and gtest's main.
 DEPS = [
     ":stress_util",
     "//:cidmalloc",
     "//allocator/api",
+    "//allocator/front_end",
     "//tests/common:deny_rseq",
     "@com_google_googletest//:gtest_main",
 ]

@@ -263,6 +263,9 @@ inline unsigned TimeoutScale() {
 template <typename Body>
 std::string RunInChild(int timeout_seconds, Body body,
                        std::atomic<bool>* in_fork = nullptr) {
+  // Before the fork: the child arms its watchdog before it allocates.
+  const unsigned alarm_seconds =
+      static_cast<unsigned>(timeout_seconds) * TimeoutScale();
   int p[2];
   if (pipe(p) != 0) return "pipe failed";
   if (in_fork != nullptr) in_fork->store(true);
@@ -271,7 +274,7 @@ std::string RunInChild(int timeout_seconds, Body body,
   if (pid < 0) return std::string("fork failed: ") + strerror(errno);
   if (pid == 0) {
     close(p[0]);
-    alarm(static_cast<unsigned>(timeout_seconds) * TimeoutScale());
+    alarm(alarm_seconds);
     ChildReport report(p[1]);
     body(report);
     _exit(report.failures() == 0 ? 0 : 1);
