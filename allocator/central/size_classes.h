@@ -35,6 +35,16 @@ struct SizeClassInfo {
   uint16_t max_capacity; // The most objects a front-end stack holds.
 };
 
+// The two indexes from a size to its class: sizes up to kMaxSmallIndexed
+// by 16-byte steps, larger ones (to kMaxSmallSize) by 128-byte steps.  An
+// entry names the class of the largest size that maps to it, the smallest
+// class at least that large.
+inline constexpr size_t kMaxSmallIndexed = 1024;
+constexpr size_t SmallIndexOf(size_t size) { return (size + 15) >> 4; }
+constexpr size_t LargeIndexOf(size_t size) { return (size + 127) >> 7; }
+inline constexpr size_t kSmallIndexEntries = SmallIndexOf(kMaxSmallIndexed) + 1;
+inline constexpr size_t kLargeIndexEntries = LargeIndexOf(kMaxSmallSize) + 1;
+
 namespace internal {
 
 constexpr uint32_t ClassSize(int cls) {
@@ -86,21 +96,21 @@ constexpr SizeClassInfo MakeClass(int cls) {
 
 struct ClassTable {
   SizeClassInfo info[kNumClasses];
-  uint8_t small_index[65];   // (size+15)>>4, size <= 1024
-  uint8_t large_index[kMaxSmallSize / 128 + 1];  // (size+127)>>7
+  uint8_t small_index[kSmallIndexEntries];  // SmallIndexOf(size)
+  uint8_t large_index[kLargeIndexEntries];  // LargeIndexOf(size)
 };
 
 constexpr ClassTable MakeTable() {
   ClassTable t{};
   for (int c = 0; c < kNumClasses; ++c) t.info[c] = MakeClass(c);
   int c = 1;
-  for (uint32_t i = 0; i <= 64; ++i) {
+  for (uint32_t i = 0; i < kSmallIndexEntries; ++i) {
     const uint32_t size = i * 16;
     while (t.info[c].size < size) ++c;
     t.small_index[i] = static_cast<uint8_t>(c);
   }
   c = 1;
-  for (uint32_t i = 0; i <= kMaxSmallSize / 128; ++i) {
+  for (uint32_t i = 0; i < kLargeIndexEntries; ++i) {
     const uint32_t size = i * 128;
     while (t.info[c].size < size) ++c;
     t.large_index[i] = static_cast<uint8_t>(c);
@@ -118,8 +128,8 @@ constexpr const SizeClassInfo& Class(int cls) { return kClasses.info[cls]; }
 // The class of a request of `size` bytes (size <= kMaxSmallSize).  malloc(0)
 // gets the smallest class.
 inline int ClassOf(size_t size) {
-  if (size <= 1024) return kClasses.small_index[(size + 15) >> 4];
-  return kClasses.large_index[(size + 127) >> 7];
+  if (size <= kMaxSmallIndexed) return kClasses.small_index[SmallIndexOf(size)];
+  return kClasses.large_index[LargeIndexOf(size)];
 }
 
 // free()'s object-start test, one multiplication and one comparison: for

@@ -138,20 +138,22 @@ static_assert(kLayout.bytes <= central::kMaxTagPayload,
 // The stack offset of each size's class, so that malloc's fast path finds
 // the stack with one load from the size instead of two (size -> class ->
 // offset).  Sizes up to 1 KiB index `by_size` directly: indexed like
-// central::ClassOf ((size + 15) >> 4) the fast path paid an add and a shift
+// central::ClassOf (SmallIndexOf(size)) the fast path paid an add and a shift
 // more.  64-bit entries: the load then gives the critical section its
 // 64-bit offset operand directly, where a 32-bit one cost malloc a
 // zero-extending register copy.
+inline constexpr size_t kMaxSmallOffsetIndexed = central::kMaxSmallIndexed;
 struct OffsetIndex {
-  uintptr_t by_size[1025];  // size, size <= 1024
-  uintptr_t large[central::kMaxSmallSize / 128 + 1];  // (size + 127) >> 7
+  uintptr_t by_size[kMaxSmallOffsetIndexed + 1];     // size
+  uintptr_t large[central::kLargeIndexEntries];  // central::LargeIndexOf
 };
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
-  for (int i = 0; i < 1025; ++i) {
-    t.by_size[i] = kLayout.offset[central::kClasses.small_index[(i + 15) >> 4]];
+  for (size_t i = 0; i <= kMaxSmallOffsetIndexed; ++i) {
+    t.by_size[i] =
+        kLayout.offset[central::kClasses.small_index[central::SmallIndexOf(i)]];
   }
-  for (size_t i = 0; i <= central::kMaxSmallSize / 128; ++i) {
+  for (size_t i = 0; i < central::kLargeIndexEntries; ++i) {
     t.large[i] = kLayout.offset[central::kClasses.large_index[i]];
   }
   return t;
@@ -159,13 +161,12 @@ constexpr OffsetIndex MakeOffsetIndex() {
 inline constexpr OffsetIndex kOffsetIndex = MakeOffsetIndex();
 
 // The stack of a size up to kMaxSmallOffsetIndexed (one table load).
-inline constexpr size_t kMaxSmallOffsetIndexed = 1024;
 inline uintptr_t SmallStackOffsetOf(size_t size) {
   return kOffsetIndex.by_size[size];
 }
 // Requires kMaxSmallOffsetIndexed < size <= central::kMaxSmallSize.
 inline uintptr_t MidStackOffsetOf(size_t size) {
-  return kOffsetIndex.large[(size + 127) >> 7];
+  return kOffsetIndex.large[central::LargeIndexOf(size)];
 }
 
 // Slow-path bookkeeping of one slab.  The atomic fields are hints updated
