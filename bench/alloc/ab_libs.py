@@ -15,7 +15,9 @@ the four other allocators and the rseq floor) when only two builds of
 cidmalloc are compared.  Library paths must be absolute.  VAR=VALUE
 pairs after a library set environment variables for its runs only, e.g.
 q=/tmp/a.so,CIDMALLOC_RSEQ_NODE_IDS=on beside a=/tmp/a.so compares one
-build with and without a knob.
+build with and without a knob.  A library given as bin:/abs/binary runs
+that binary (a build of malloc_bench with an allocator linked in, e.g.
+bazel-bin/bench/alloc/malloc_bench_cidmalloc) with no preload instead.
 
 Each round runs the libraries in a rotated order (the first library is not
 always the one after the last).  --per-row runs every row in a process of
@@ -57,10 +59,13 @@ def main():
         name, lib, extra_env = lib_spec
         env = dict(os.environ)
         env.update(extra_env)
-        if lib != 'glibc':
+        binary = BENCH
+        if lib.startswith('bin:'):
+            binary = lib[len('bin:'):]
+        elif lib != 'glibc':
             env['LD_PRELOAD'] = lib
         out = subprocess.run(
-            [BENCH, '--benchmark_filter=' + row_filter,
+            [binary, '--benchmark_filter=' + row_filter,
              '--benchmark_min_time=0.05', '--benchmark_format=json'],
             env=env, capture_output=True, text=True, check=True).stdout
         for b in json.loads(out)['benchmarks']:

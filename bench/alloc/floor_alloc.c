@@ -6,6 +6,9 @@
  *   bench/alloc/ab_libs.py 5 'BM_Pair/16/threads:1$' \
  *       floor=$PWD/bazel-bin/bench/alloc/libfloor_alloc.so glibc=glibc ...
  *
+ * and linked into :malloc_bench_floor, the floor under the benchmarks with
+ * an allocator linked in (bin:$PWD/bazel-bin/bench/alloc/malloc_bench_floor).
+ *
  * Every block comes from a bump pointer in one reservation and carries its
  * capacity in the 16 bytes before it.  free() keeps the block in a
  * one-entry slot per thread (dropping the block the slot held: freed memory
