@@ -110,6 +110,7 @@ check "library in use (python3, CIDMALLOC_STATS=1)" check_in_use
 check "size-class table (python3, CIDMALLOC_STATS=2)" check_class_table
 check "python3 dict/sort/join/hash" check_python
 check "python3 PYTHONMALLOC=malloc" check_python malloc
+check "python3 four threads, PYTHONMALLOC=malloc" check_python_threads
 check "gcc compiles and runs a generated C file" check_gcc
 check "git init/add/commit/log/gc/fsck, 200 files" check_git
 check "sort 50 MB" check_sort
@@ -124,6 +125,8 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] mode line" check_forced_mode
   check "[$variant] python3 dict/sort/join/hash" check_python
   check "[$variant] python3 PYTHONMALLOC=malloc" check_python malloc
+  check "[$variant] python3 four threads, PYTHONMALLOC=malloc" \
+    check_python_threads
   check "[$variant] sort 50 MB" check_sort
   check "[$variant] javac, then java: a thread pool, zlib, direct buffers" \
     check_java

@@ -1,8 +1,9 @@
 # tests/preload/programs.sh: the real programs of tests/preload_test.sh
 # (which sources it), each run with the library preloaded and on glibc's
-# malloc and its output compared: python3 (tests/preload/alloc_heavy.py),
-# sort (~50 MB), gcc (a C file from tests/preload/gen_c.sh), git (a 200-file
-# repository), perl (a big hash), the JVM (javac, then
+# malloc and its output compared: python3 (tests/preload/alloc_heavy.py;
+# tests/preload/alloc_threads.py), sort (~50 MB, tests/preload/sort_input.awk),
+# gcc (a C file from tests/preload/gen_c.sh), git (a 200-file repository),
+# perl (a big hash, tests/preload/big_hash.pl), the JVM (javac, then
 # tests/preload/AllocHeavy.java on a pool of threads) and a Redis server
 # (bench/runner/redis_session.sh: its data set's digest; also with I/O
 # threads).  Paths are relative to the repository root,
@@ -32,22 +33,26 @@ check_python() {
   say "$(head -1 "$TMP/py.pre")"
 }
 
+# check_python_threads: tests/preload/alloc_threads.py (four threads) with
+# every object from malloc, compared.
+check_python_threads() {
+  need "$PY" || return
+  if [[ ! -s "$TMP/pyt.base" ]]; then
+    run_to "$TMP/pyt.base" "$TMP/pyt.base.err" "python3 threads (glibc)" \
+      base PYTHONMALLOC=malloc "$PY" tests/preload/alloc_threads.py || return 1
+  fi
+  run_to "$TMP/pyt.pre" "$TMP/pyt.pre.err" "python3 threads" \
+    pre PYTHONMALLOC=malloc "$PY" tests/preload/alloc_threads.py || return 1
+  same "$TMP/pyt.base" "$TMP/pyt.pre" "python3 threads output" || return 1
+  say "$(cut -c1-60 "$TMP/pyt.pre")"
+}
+
 # --- sort --------------------------------------------------------------------
 
-# ~50 MB, 1.7 M lines: hex key, number, word, line number (awk's numbers are
-# doubles; the LCG stays below 2^53, so every awk computes the same file).
+# ~50 MB, 1.7 M lines (tests/preload/sort_input.awk).
 sort_input() {
   [[ -s "$TMP/sort.in" ]] && return 0
-  awk 'BEGIN {
-    x = 1
-    for (i = 0; i < 1700000; i++) {
-      x = (x * 69069 + 1) % 4294967296
-      y = (x * 69069 + 1) % 4294967296
-      printf "%08x %d %s-%d\n", x, y % 100000,
-        substr("abcdefghijklmnopqrstuvwxyz", x % 26 + 1, y % 13 + 1), i
-      x = y
-    }
-  }' >"$TMP/sort.in"
+  awk -v lines=1700000 -f tests/preload/sort_input.awk >"$TMP/sort.in"
   LC_ALL=C sort "$TMP/sort.in" | sha256sum >"$TMP/sort.base"
 }
 
@@ -159,24 +164,12 @@ check_git() {
 
 # --- perl --------------------------------------------------------------------
 
-# shellcheck disable=SC2016 # perl code, not shell
-PERL_PROG='
-my %h;
-for my $i (1 .. 120000) { $h{"key$i"} = join(",", ($i) x ($i % 23)) }
-my @k = sort keys %h;
-my $s = 0;
-$s = ($s * 33 + length($h{$_}) + ord($_)) % 4294967291 for @k;
-delete @h{grep { /7/ } @k};
-my $j = join("", map { substr($_, 0, 2) } sort values %h);
-print scalar(@k), " keys, ", scalar(keys %h), " left, checksum $s, ", length($j), "\n";
-'
-
 check_perl() {
   need perl || return
   run_to "$TMP/perl.base" "$TMP/perl.base.err" "perl (glibc)" \
-    base perl -e "$PERL_PROG" || return 1
+    base perl -e "$(cat tests/preload/big_hash.pl)" || return 1
   run_to "$TMP/perl.pre" "$TMP/perl.pre.err" "perl" \
-    pre perl -e "$PERL_PROG" || return 1
+    pre perl -e "$(cat tests/preload/big_hash.pl)" || return 1
   same "$TMP/perl.base" "$TMP/perl.pre" "perl output" || return 1
   say "$(cat "$TMP/perl.pre")"
 }
