@@ -1,9 +1,10 @@
 # tests/vm/prepare_aarch64.sh: `vm.sh prepare` for the AArch64 VMs
 # (CIDMALLOC_VM_ARCH=aarch64), sourced by tests/vm/vm.sh after prepare.sh,
 # whose cmd_prepare it replaces: installs qemu-system-aarch64 and the cross
-# compiler, downloads Debian's arm64 kernels and busybox-static (the arm64
-# architecture is added to dpkg for that), cross-builds the test programs
-# the scenarios of tests/vm/scenarios_aarch64/ run (tests/vm/cross_build.py
+# compiler, downloads Debian's arm64 kernels, busybox-static and the
+# programs the scenarios preload cidmalloc into (the arm64 architecture is
+# added to dpkg for that), cross-builds the test programs the scenarios of
+# tests/vm/scenarios_aarch64/ run and libcidmalloc.so (tests/vm/cross_build.py
 # replays Bazel's actions with aarch64-linux-gnu-g++) and packs them with
 # the AArch64 C and C++ runtime into the initramfs.  Uses prepare.sh's
 # helpers (as_root, pkg_installed, apt_update_once, install_or_skip,
@@ -89,6 +90,39 @@ fetch_busybox_aarch64() {
   rm -rf "$dir/x"
 }
 
+# Debian's arm64 programs that scenarios run with cidmalloc preloaded
+# (preload_check in guest/lib.sh): sort, perl and python3.11 with its
+# minimal library, and the libraries they need beyond the cross compiler's
+# runtime.  Downloaded once into $CACHE/aarch64-programs/<package>/x.
+AARCH64_PROGRAM_PACKAGES=(coreutils perl-base libcrypt1 python3.11-minimal
+  libpython3.11-minimal zlib1g libexpat1)
+
+fetch_programs_aarch64() {
+  local pkg
+  for pkg in "${AARCH64_PROGRAM_PACKAGES[@]}"; do
+    [[ -d "$CACHE/aarch64-programs/$pkg/x" ]] ||
+      download_arm64 "^${pkg//./\\.}\$" "$CACHE/aarch64-programs/$pkg"
+  done
+}
+
+# stage_programs_aarch64 STAGE: the programs at their Debian paths (perl's
+# module directory left out: the checks load no module), their libraries
+# where the loader looks first, and tests/preload's inputs in
+# /vmtest/programs.
+stage_programs_aarch64() {
+  local stage="$1" src="$CACHE/aarch64-programs" lib
+  mkdir -p "$stage/usr/bin" "$stage/usr/lib" "$stage/vmtest/programs"
+  cp "$src/coreutils/x/usr/bin/sort" "$src/perl-base/x/usr/bin/perl" \
+    "$src/python3.11-minimal/x/usr/bin/python3.11" "$stage/usr/bin/"
+  cp -r "$src/libpython3.11-minimal/x/usr/lib/python3.11" "$stage/usr/lib/"
+  for lib in libcrypt.so.1 libz.so.1 libexpat.so.1; do
+    cp -L "$src"/*/x/lib/aarch64-linux-gnu/"$lib" "$stage/lib/$lib" ||
+      die "no $lib in the arm64 packages"
+  done
+  cp "$ROOT"/tests/preload/{sort_input.awk,big_hash.pl,alloc_threads.py} \
+    "$stage/vmtest/programs/"
+}
+
 cmd_prepare() {
   ensure_packages_aarch64
   mkdir -p "$CACHE/kernels" "$WORK"
@@ -98,16 +132,18 @@ cmd_prepare() {
     fetch_kernel_aarch64 "$series"
   done
   fetch_busybox_aarch64
+  fetch_programs_aarch64
 
   # The scenarios' gtest lines and the //tests/vm programs they check.
   local -a tests=() bins=(locality_cidmalloc slabs) labels=()
   mapfile -t tests < <(scenario_tests)
   local t f
   for t in "${tests[@]}"; do labels+=("//tests/${t%/*}:${t##*/}"); done
-  note "cross-building ${#labels[@]} tests and ${#bins[@]} programs for aarch64"
+  note "cross-building ${#labels[@]} tests, ${#bins[@]} programs and the library for aarch64"
   local out="$WORK/cross" log="$WORK/build.log"
   if ! python3 "$HERE/cross_build.py" --out "$out" --gtest "$WORK/gtest" \
     --cxx "$AARCH64_CXX" "${labels[@]}" "${bins[@]/#///tests/vm:}" \
+    //:libcidmalloc.so \
     >"$log" 2>&1 </dev/null; then
     cat "$log" >&2
     die "the cross build failed (log above)"
@@ -117,7 +153,7 @@ cmd_prepare() {
   local stage="$WORK/stage"
   rm -rf "$stage"
   mkdir -p "$stage"/{bin,dev,proc,sys,tmp,lib} \
-    "$stage"/vmtest/{bin,tests,scenarios}
+    "$stage"/vmtest/{bin,lib,tests,scenarios}
   cp "$CACHE/aarch64-busybox/busybox" "$stage/bin/busybox"
   cp "$HERE/guest/init" "$stage/init"
   cp "$HERE/guest/lib.sh" "$stage/vmtest/lib.sh"
@@ -132,6 +168,9 @@ cmd_prepare() {
     aarch64-linux-gnu-strip --strip-debug -o "$stage/vmtest/bin/$f" \
       "$bin/tests/vm/$f"
   done
+  aarch64-linux-gnu-strip --strip-debug \
+    -o "$stage/vmtest/lib/libcidmalloc.so" "$bin/libcidmalloc.so"
+  stage_programs_aarch64 "$stage"
   for t in "${tests[@]}"; do
     mkdir -p "$stage/vmtest/tests/${t%/*}"
     aarch64-linux-gnu-strip --strip-debug -o "$stage/vmtest/tests/$t" \

@@ -11,7 +11,9 @@
 #
 # Programs: /vmtest/bin (on PATH), test binaries under /vmtest/tests/<pkg>/
 # with their Bazel `env` in <name>.env, /vmtest/lib/libcidmalloc.so, and
-# jemalloc at $VMTEST_JEMALLOC (empty if the host had none).
+# jemalloc at $VMTEST_JEMALLOC (empty if the host had none).  The AArch64
+# VMs also carry Debian's arm64 sort, perl and python3.11 in /usr/bin and
+# tests/preload's inputs for them in /vmtest/programs (preload_check).
 
 VMTEST_RESULTS=/tmp/vmtest-results
 VMTEST_KNOWN=/tmp/vmtest-known-bugs
@@ -169,5 +171,47 @@ gtest() {
   else
     show "$_gname" "$_log"
     result "$_gname" FAIL "$(rc_detail) $_detail"
+  fi
+}
+
+# preload_check NAME SECONDS MODE CMD...: runs CMD on glibc's malloc, then
+# with libcidmalloc.so preloaded (CIDMALLOC_STATS=1), each under the
+# timeout.  PASS iff both exit 0 with the same output, not empty, and the
+# preloaded run's summary on stderr starts "cidmalloc: mode MODE " (the
+# library was in use, in the mode the kernel allows).  The detail gives
+# the output's size and both times, which compare nothing: the first run
+# warms what the second finds (python3 compiles its modules into the
+# initramfs's page cache).
+preload_check() {
+  _pname=$1
+  _limit=$2
+  _pmode=$3
+  shift 3
+  _t0=$(vmtest_now)
+  timeout "$_limit" "$@" >"/tmp/$_pname.base" 2>"/tmp/$_pname.base.err"
+  _rc_base=$?
+  _t1=$(vmtest_now)
+  timeout "$_limit" env "LD_PRELOAD=$VMTEST_CIDMALLOC_SO" CIDMALLOC_STATS=1 \
+    "$@" >"/tmp/$_pname.pre" 2>"/tmp/$_pname.pre.err"
+  _rc_pre=$?
+  _t2=$(vmtest_now)
+  _times=$(awk -v a="$_t0" -v b="$_t1" -v c="$_t2" \
+    'BEGIN { printf "glibc %.1fs, cidmalloc %.1fs", b - a, c - b }')
+  echo "VMTEST-TIME $_pname $(awk -v a="$_t0" -v c="$_t2" 'BEGIN { printf "%.1f", c - a }')"
+  _bytes=$(wc -c <"/tmp/$_pname.pre")
+  show "$_pname" "/tmp/$_pname.pre.err"
+  if [ "$_rc_base" != 0 ]; then
+    show "$_pname.glibc" "/tmp/$_pname.base.err"
+    result "$_pname" FAIL "on glibc's malloc: exit $_rc_base; $_times"
+  elif [ "$_rc_pre" != 0 ]; then
+    result "$_pname" FAIL "preloaded: exit $_rc_pre; $_times"
+  elif [ ! -s "/tmp/$_pname.base" ]; then
+    result "$_pname" FAIL "no output; $_times"
+  elif ! cmp -s "/tmp/$_pname.base" "/tmp/$_pname.pre"; then
+    result "$_pname" FAIL "outputs differ ($_bytes bytes preloaded); $_times"
+  elif ! grep -q "^cidmalloc: mode $_pmode " "/tmp/$_pname.pre.err"; then
+    result "$_pname" FAIL "no 'cidmalloc: mode $_pmode' summary; $_times"
+  else
+    result "$_pname" PASS "$_bytes bytes alike; $_times"
   fi
 }

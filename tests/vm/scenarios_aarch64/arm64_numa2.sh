@@ -5,7 +5,8 @@
 # stress runs the sections with their delay loops and compare-twice check
 # (the rseq_testing library) in cid mode and with node-qualified IDs; the
 # allocator's per-ID stress and API tests run on them; cidmalloc must find
-# both nodes and stay node-local.
+# both nodes and stay node-local.  Debian's own arm64 sort, perl and
+# python3 (tests/preload's checks, smaller) run with cidmalloc preloaded.
 # vm-kernel: 6.12
 # vm-cpus: 4
 # vm-nodes: 2
@@ -33,3 +34,13 @@ gtest rseq/stress_qualified_test 300 \
 gtest allocator_stress/per_id_stress_cid_test 300 \
   'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
 gtest allocator/api_conformance_cid_test 240
+
+# Real programs (preload_check: the same output as on glibc's malloc, and
+# cidmalloc's summary in cid mode): sort of 200,000 lines (6 MB), perl's
+# big hash, python3's four threads with every object from malloc.
+awk -v lines=200000 -f /vmtest/programs/sort_input.awk >/tmp/sort.in
+preload_check preload.sort 120 cid env LC_ALL=C /usr/bin/sort /tmp/sort.in
+preload_check preload.perl 120 cid \
+  /usr/bin/perl -e "$(cat /vmtest/programs/big_hash.pl)"
+preload_check preload.python3 240 cid env PYTHONMALLOC=malloc \
+  /usr/bin/python3.11 /vmtest/programs/alloc_threads.py 5000
