@@ -139,7 +139,8 @@ cmd_prepare() {
   mapfile -t tests < <(scenario_tests)
   local t f
   for t in "${tests[@]}"; do labels+=("//tests/${t%/*}:${t##*/}"); done
-  note "cross-building ${#labels[@]} tests, ${#bins[@]} programs and the library for aarch64"
+  note "cross-building ${#labels[@]} tests, ${#bins[@]} programs and" \
+    "libcidmalloc.so for aarch64"
   local out="$WORK/cross" log="$WORK/build.log"
   if ! python3 "$HERE/cross_build.py" --out "$out" --gtest "$WORK/gtest" \
     --cxx "$AARCH64_CXX" "${labels[@]}" "${bins[@]/#///tests/vm:}" \

@@ -197,7 +197,8 @@ preload_check() {
   _t2=$(vmtest_now)
   _times=$(awk -v a="$_t0" -v b="$_t1" -v c="$_t2" \
     'BEGIN { printf "glibc %.1fs, cidmalloc %.1fs", b - a, c - b }')
-  echo "VMTEST-TIME $_pname $(awk -v a="$_t0" -v c="$_t2" 'BEGIN { printf "%.1f", c - a }')"
+  ELAPSED=$(awk -v a="$_t0" -v c="$_t2" 'BEGIN { printf "%.1f", c - a }')
+  echo "VMTEST-TIME $_pname $ELAPSED"
   _bytes=$(wc -c <"/tmp/$_pname.pre")
   show "$_pname" "/tmp/$_pname.pre.err"
   if [ "$_rc_base" != 0 ]; then
