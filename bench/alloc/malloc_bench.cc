@@ -3,7 +3,8 @@
 //
 // This binary is NOT linked with cidmalloc: it uses plain glibc malloc
 // unless an allocator is preloaded, so one binary is measured under each
-// allocator:
+// allocator (bench/alloc/BUILD also builds it with an allocator linked in,
+// malloc_bench_<allocator>):
 //
 //   malloc_bench                                    # glibc
 //   LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 malloc_bench
@@ -51,6 +52,11 @@
 //                      ID's run stack (up to 256 KiB), 512 KiB one from the
 //                      page heap (its parked run, under the heap's lock).
 //                      1 and 2 threads.
+//   BM_CallocPair/<bytes>  calloc of 64 B, 4 KiB, 100 KiB or 1 MiB, a byte
+//                      written, free.  1 thread.
+//   BM_ReallocGrow/<bytes>  a buffer grown by realloc from 16 bytes to 4
+//                      KiB, 64 KiB or 1 MiB, 1.5x a step, then freed; ns
+//                      per realloc.  1 thread.
 //   BM_HugeBuffer/<MiB>  malloc a buffer of 1, 3 or 8 MiB, write a byte in
 //                      each of its 4 KiB pages, free it: a temporary buffer
 //                      a program takes again and again.  Above 2 MiB
@@ -301,6 +307,61 @@ void BM_HugeBuffer(benchmark::State& state) {
   BigPairs(state, static_cast<size_t>(state.range(0)) << 20, Touch::kEveryPage);
 }
 BENCHMARK(BM_HugeBuffer)->Arg(1)->Arg(3)->Arg(8);
+
+// ---- calloc and realloc -----------------------------------------------------
+// calloc(1, bytes), a byte written at its start, free: the clearing each
+// allocator does (or skips, for memory it knows to be zero) on top of a
+// pair.  64 B and 4 KiB are size classes everywhere; 100 KiB is one of
+// cidmalloc's classes (to 128 KiB) and tcmalloc's, a chunk of glibc's heap;
+// 1 MiB a page run (cidmalloc, jemalloc, tcmalloc) or, the first time, an
+// mmap of glibc's (it then raises its mmap threshold).
+void BM_CallocPair(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    char* p = static_cast<char*>(calloc(1, bytes));
+    if (p == nullptr) {
+      state.SkipWithError("calloc failed");
+      return;
+    }
+    p[0] = 1;
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, 1);
+}
+BENCHMARK(BM_CallocPair)->Arg(64)->Arg(4096)->Arg(100 << 10)->Arg(1 << 20);
+
+// A buffer grown by realloc from 16 bytes to `final` bytes, each step half
+// as large again (rounded up to 16), writing a byte at each step's end, then
+// freed: a growing string or vector.  To 4 KiB (15 reallocs: classes), to
+// 64 KiB (22) and to 1 MiB (29: classes, then page runs, which may grow in
+// place).  pairs_per_iter counts the reallocs; the malloc and free are the
+// iteration's too.
+void BM_ReallocGrow(benchmark::State& state) {
+  const size_t final_bytes = static_cast<size_t>(state.range(0));
+  int steps = 0;
+  for (size_t n = 16; n < final_bytes;) {
+    n = (n + n / 2 + 15) & ~size_t{15};
+    ++steps;
+  }
+  for (auto _ : state) {
+    size_t n = 16;
+    char* p = static_cast<char*>(malloc(n));
+    while (p != nullptr && n < final_bytes) {
+      n = (n + n / 2 + 15) & ~size_t{15};
+      p = static_cast<char*>(realloc(p, n));
+      if (p != nullptr) p[n - 1] = 1;
+    }
+    if (p == nullptr) {
+      state.SkipWithError("malloc or realloc failed");
+      return;
+    }
+    benchmark::DoNotOptimize(p);
+    free(p);
+  }
+  SetPairsPerIter(state, steps);
+}
+BENCHMARK(BM_ReallocGrow)->Arg(4 << 10)->Arg(64 << 10)->Arg(1 << 20);
 
 // ---- Context: which allocator was measured ----------------------------------
 
