@@ -52,8 +52,9 @@
 //                      ID's run stack (up to 256 KiB), 512 KiB one from the
 //                      page heap (its parked run, under the heap's lock).
 //                      1 and 2 threads.
-//   BM_CallocPair/<bytes>  calloc of 64 B, 4 KiB, 100 KiB or 1 MiB, a byte
-//                      written, free.  1 thread.
+//   BM_CallocPair/bytes:<bytes>/touch:<0|1>  calloc of 64 B, 4 KiB, 100
+//                      KiB or 1 MiB, a byte written (and, touch:1, one in
+//                      each 4 KiB page), free.  1 thread.
 //   BM_ReallocGrow/<bytes>  a buffer grown by realloc from 16 bytes to 4
 //                      KiB, 64 KiB or 1 MiB, 1.5x a step, then freed; ns
 //                      per realloc.  1 thread.
@@ -309,27 +310,35 @@ void BM_HugeBuffer(benchmark::State& state) {
 BENCHMARK(BM_HugeBuffer)->Arg(1)->Arg(3)->Arg(8);
 
 // ---- calloc and realloc -----------------------------------------------------
-// calloc(1, bytes), a byte written at its start, free: the clearing each
-// allocator does (or skips, for memory it knows to be zero) on top of a
+// calloc(1, bytes), a byte written at its start (touch 0) or in each of
+// its 4 KiB pages (touch 1), free: the clearing each allocator does (or
+// skips, for memory it knows to be zero or has the kernel zero) on top of a
 // pair.  64 B and 4 KiB are size classes everywhere; 100 KiB is one of
 // cidmalloc's classes (to 128 KiB) and tcmalloc's, a chunk of glibc's heap;
 // 1 MiB a page run (cidmalloc, jemalloc, tcmalloc) or, the first time, an
 // mmap of glibc's (it then raises its mmap threshold).
 void BM_CallocPair(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
+  const size_t step = state.range(1) != 0 ? 4096 : bytes;
   for (auto _ : state) {
     char* p = static_cast<char*>(calloc(1, bytes));
     if (p == nullptr) {
       state.SkipWithError("calloc failed");
       return;
     }
-    p[0] = 1;
+    for (size_t i = 0; i < bytes; i += step) p[i] = 1;
     benchmark::DoNotOptimize(p);
     free(p);
   }
   SetPairsPerIter(state, 1);
 }
-BENCHMARK(BM_CallocPair)->Arg(64)->Arg(4096)->Arg(100 << 10)->Arg(1 << 20);
+BENCHMARK(BM_CallocPair)
+    ->ArgNames({"bytes", "touch"})
+    ->Args({64, 0})
+    ->Args({4096, 0})
+    ->Args({100 << 10, 0})
+    ->Args({1 << 20, 0})
+    ->Args({1 << 20, 1});
 
 // A buffer grown by realloc from 16 bytes to `final` bytes, each step half
 // as large again (rounded up to 16), writing a byte at each step's end, then
