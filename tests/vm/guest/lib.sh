@@ -180,8 +180,8 @@ gtest() {
 # preloaded run's summary on stderr starts "cidmalloc: mode MODE " (the
 # library was in use, in the mode the kernel allows).  The detail gives
 # the output's size and both times, which compare nothing: the first run
-# warms what the second finds (python3 compiles its modules into the
-# initramfs's page cache).
+# warms what the second finds, and the other scenario's VM shares the
+# host's cores.
 preload_check() {
   _pname=$1
   _limit=$2
