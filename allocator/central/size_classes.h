@@ -127,7 +127,7 @@ constexpr const SizeClassInfo& Class(int cls) { return kClasses.info[cls]; }
 
 // The class of a request of `size` bytes (size <= kMaxSmallSize).  malloc(0)
 // gets the smallest class.
-inline int ClassOf(size_t size) {
+constexpr int ClassOf(size_t size) {
   if (size <= kMaxSmallIndexed) return kClasses.small_index[SmallIndexOf(size)];
   return kClasses.large_index[LargeIndexOf(size)];
 }

@@ -150,8 +150,7 @@ struct OffsetIndex {
 constexpr OffsetIndex MakeOffsetIndex() {
   OffsetIndex t{};
   for (size_t i = 0; i <= kMaxSmallOffsetIndexed; ++i) {
-    t.by_size[i] =
-        kLayout.offset[central::kClasses.small_index[central::SmallIndexOf(i)]];
+    t.by_size[i] = kLayout.offset[central::ClassOf(i)];
   }
   for (size_t i = 0; i < central::kLargeIndexEntries; ++i) {
     t.large[i] = kLayout.offset[central::kClasses.large_index[i]];
