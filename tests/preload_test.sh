@@ -110,7 +110,8 @@ check "library in use (python3, CIDMALLOC_STATS=1)" check_in_use
 check "size-class table (python3, CIDMALLOC_STATS=2)" check_class_table
 check "python3 dict/sort/join/hash" check_python
 check "python3 PYTHONMALLOC=malloc" check_python malloc
-check "python3 four threads, PYTHONMALLOC=malloc" check_python_threads
+check "python3 four threads, PYTHONMALLOC=malloc" \
+  check_python malloc tests/preload/alloc_threads.py
 check "gcc compiles and runs a generated C file" check_gcc
 check "git init/add/commit/log/gc/fsck, 200 files" check_git
 check "sort 50 MB" check_sort
@@ -126,7 +127,7 @@ for variant in GLIBC_TUNABLES=glibc.pthread.rseq=0 CIDMALLOC_RSEQ_MODE=cpu \
   check "[$variant] python3 dict/sort/join/hash" check_python
   check "[$variant] python3 PYTHONMALLOC=malloc" check_python malloc
   check "[$variant] python3 four threads, PYTHONMALLOC=malloc" \
-    check_python_threads
+    check_python malloc tests/preload/alloc_threads.py
   check "[$variant] sort 50 MB" check_sort
   check "[$variant] javac, then java: a thread pool, zlib, direct buffers" \
     check_java

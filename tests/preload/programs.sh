@@ -15,36 +15,28 @@
 
 PY=/usr/bin/python3
 
+# python_baseline SCRIPT: SCRIPT's output on glibc's malloc, once a run.
 python_baseline() {
-  [[ -s "$TMP/py.base" ]] && return 0
-  run_to "$TMP/py.base" "$TMP/py.base.err" "python3 (glibc)" \
-    base PYTHONHASHSEED=0 "$PY" tests/preload/alloc_heavy.py
+  local base="$TMP/py.${1##*/}.base"
+  [[ -s "$base" ]] && return 0
+  run_to "$base" "$base.err" "python3 ${1##*/} (glibc)" \
+    base PYTHONHASHSEED=0 "$PY" "$1"
 }
 
-# check_python [PYTHONMALLOC]: alloc_heavy.py under cidmalloc, compared.
+# check_python [PYTHONMALLOC] [SCRIPT]: SCRIPT (tests/preload/alloc_heavy.py
+# by default; alloc_threads.py runs four threads) under cidmalloc, its
+# output compared with glibc's.
 check_python() {
+  local script="${2:-tests/preload/alloc_heavy.py}"
+  local base="$TMP/py.${script##*/}.base"
   need "$PY" || return
-  python_baseline || return 1
+  python_baseline "$script" || return 1
   local -a env=(PYTHONHASHSEED=0)
   [[ -n "${1:-}" ]] && env+=(PYTHONMALLOC="$1")
-  run_to "$TMP/py.pre" "$TMP/py.pre.err" "python3" \
-    pre "${env[@]}" "$PY" tests/preload/alloc_heavy.py || return 1
-  same "$TMP/py.base" "$TMP/py.pre" "python3 output" || return 1
+  run_to "$TMP/py.pre" "$TMP/py.pre.err" "python3 ${script##*/}" \
+    pre "${env[@]}" "$PY" "$script" || return 1
+  same "$base" "$TMP/py.pre" "python3 output" || return 1
   say "$(head -1 "$TMP/py.pre")"
-}
-
-# check_python_threads: tests/preload/alloc_threads.py (four threads) with
-# every object from malloc, compared.
-check_python_threads() {
-  need "$PY" || return
-  if [[ ! -s "$TMP/pyt.base" ]]; then
-    run_to "$TMP/pyt.base" "$TMP/pyt.base.err" "python3 threads (glibc)" \
-      base PYTHONMALLOC=malloc "$PY" tests/preload/alloc_threads.py || return 1
-  fi
-  run_to "$TMP/pyt.pre" "$TMP/pyt.pre.err" "python3 threads" \
-    pre PYTHONMALLOC=malloc "$PY" tests/preload/alloc_threads.py || return 1
-  same "$TMP/pyt.base" "$TMP/pyt.pre" "python3 threads output" || return 1
-  say "$(cut -c1-60 "$TMP/pyt.pre")"
 }
 
 # --- sort --------------------------------------------------------------------
