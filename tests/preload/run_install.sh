@@ -108,24 +108,48 @@ check_install() {
   # A C program linked the documented way, against the installed files.
   cat >"$TMP/prog.c" <<'EOF'
 #include <cidmalloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-int main(void) {
-  struct cidmalloc_stats s;
+/* Blocks of 16 to 8008 bytes, written, checked and freed: a thread's first
+   malloc and its caches.  Returns non-null if a block lost its bytes. */
+static void *churn(void *arg) {
   char *p[1000];
+  (void)arg;
   for (int i = 0; i < 1000; ++i) {
     p[i] = malloc(16 + i * 8);
-    memset(p[i], i, 16 + i * 8);
+    if (p[i] == NULL) return p;
+    memset(p[i], i & 0xff, 16 + i * 8);
   }
-  for (int i = 0; i < 1000; ++i) free(p[i]);
+  void *bad = NULL;
+  for (int i = 0; i < 1000; ++i) {
+    if (p[i][15 + i * 8] != (char)(i & 0xff)) bad = p;
+    free(p[i]);
+  }
+  return bad;
+}
+int main(void) {
+  struct cidmalloc_stats s;
+  pthread_t t[2];
+  void *bad = churn(NULL);
+  for (int i = 0; i < 2; ++i) pthread_create(&t[i], NULL, churn, NULL);
+  for (int i = 0; i < 2; ++i) {
+    void *r;
+    pthread_join(t[i], &r);
+    if (r != NULL) bad = r;
+  }
+  if (bad != NULL) {
+    puts("a block lost its contents");
+    return 1;
+  }
   if (cidmalloc_get_stats(&s) != 0 || s.mode == NULL || s.mode[0] == '\0') {
     puts("no cidmalloc stats");
     return 1;
   }
   printf("mode %s, %u slab(s), %llu mallocs counted\n", s.mode, s.slabs,
          s.mallocs);
-  return s.slabs >= 1 ? 0 : 1;
+  return s.slabs >= 1 && s.mallocs >= 3000 ? 0 : 1;
 }
 EOF
   (cd "$TMP" && gcc -c -I"$prefix/include" prog.c -o prog.o &&
@@ -140,6 +164,29 @@ EOF
   run_to "$TMP/prog.out" "$TMP/prog.err" "statically linked prog" \
     base CIDMALLOC_STATS=1 "$TMP/prog" || return 1
   grep -q '^cidmalloc: mode' "$TMP/prog.err" || { say "no summary at exit"; return 1; }
+  # The same program fully static (-static: glibc's libc.a too, no loader),
+  # as a service built without shared libraries links it: the link must not
+  # pull glibc's malloc in beside cidmalloc's (duplicate definitions), and
+  # static glibc's rseq registration must give the same mode.
+  (cd "$TMP" && g++ -static prog.o -L"$prefix/lib" -Wl,--whole-archive \
+    -l:libcidmalloc.a -Wl,--no-whole-archive -lpthread -o prog_static) >&2 ||
+    { say "linking prog -static with libcidmalloc.a failed"; return 1; }
+  if ldd "$TMP/prog_static" >/dev/null 2>&1; then
+    say "prog_static is a dynamic executable"
+    return 1
+  fi
+  run_to "$TMP/static.out" "$TMP/static.err" "fully static prog" \
+    base CIDMALLOC_STATS=1 "$TMP/prog_static" || return 1
+  local mode_linked mode_static
+  mode_linked="$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/prog.out")"
+  mode_static="$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/static.out")"
+  if [[ -z "$mode_static" || "$mode_static" != "$mode_linked" ]]; then
+    say "fully static: '$(cat "$TMP/static.out")'," \
+      "linked: '$(cat "$TMP/prog.out")'"
+    return 1
+  fi
+  grep -q '^cidmalloc: mode' "$TMP/static.err" ||
+    { say "no summary at exit (fully static)"; return 1; }
   # And the installed shared library, preloaded.
   run_to "$TMP/so.out" "$TMP/so.err" "installed libcidmalloc.so" \
     base LD_PRELOAD="$prefix/lib/libcidmalloc.so" CIDMALLOC_STATS=1 "$PY" -c 'print(6 * 7)' ||
@@ -148,5 +195,5 @@ EOF
     say "the installed libcidmalloc.so is not in use"
     return 1
   fi
-  say "static: $(cat "$TMP/prog.out")"
+  say "linked: $(cat "$TMP/prog.out"); fully static: $(cat "$TMP/static.out")"
 }
