@@ -271,10 +271,8 @@ void FreeLargeIn(void* ptr, page_heap::ChunkInfo* chunk) noexcept {
   page_heap::FreeLarge(chunk, p);
 }
 
-void FreeNotSmallStart(void* p) noexcept {
-  if (central::ClassOfAddress(reinterpret_cast<uintptr_t>(p)) == 0) {
-    return FreeSlow(p);
-  }
+void FreeNotSmallStart(void* p, uint32_t tag) noexcept {
+  if (central::TagClass(tag) == 0) return FreeSlow(p);
   return InvalidPointer("free(): invalid pointer (not the start of an object)",
                         p);
 }

@@ -131,9 +131,12 @@ CIDMALLOC_NOINLINE void FreeSlow(void* p) noexcept;
 CIDMALLOC_NOINLINE void FreeLarge(void* p) noexcept;
 CIDMALLOC_NOINLINE void FreeLargeIn(void* p,
                                     page_heap::ChunkInfo* chunk) noexcept;
-// free()'s object-start test failed: class 0 (no span tag) goes on to
-// FreeSlow, any other class is an invalid pointer.
-CIDMALLOC_NOINLINE void FreeNotSmallStart(void* p) noexcept;
+// free()'s object-start test failed for `p`, whose span tag is `tag`: class
+// 0 (no span tag) goes on to FreeSlow, any other class is an invalid
+// pointer.  The tag comes from the inline path, which has it in a register:
+// looking it up again cost page-run pairs a span-map lookup (two dependent
+// loads) more.
+CIDMALLOC_NOINLINE void FreeNotSmallStart(void* p, uint32_t tag) noexcept;
 // kFastFree is off: the double-free check and mark, then FreeSmallSlow.
 CIDMALLOC_NOINLINE void FreeSmallUnmarked(void* p) noexcept;
 CIDMALLOC_NOINLINE CIDMALLOC_HOT_ENTRY void FreeSmallSlow(void* p) noexcept;
@@ -237,7 +240,7 @@ __attribute__((always_inline)) inline void Free(void* ptr) {
   // No tag (class 0: a large allocation, null, or not ours) fails the
   // object-start test too, which then needs no branch of its own.
   if (CIDMALLOC_UNLIKELY(!central::IsObjectStart(p, cls))) {
-    return FreeNotSmallStart(ptr);
+    return FreeNotSmallStart(ptr, tag);
   }
   // One load for the flags and the cookie's secret: read before the store
   // below, which the compiler must otherwise assume may change g_state.
