@@ -99,7 +99,9 @@ bool Churn(int seed) {
 int main() {
   bool ok[4];
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) threads.emplace_back([&ok, t] { ok[t] = Churn(t); });
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&ok, t] { ok[t] = Churn(t); });
+  }
   for (std::thread& t : threads) t.join();
   for (bool b : ok) {
     if (!b) {

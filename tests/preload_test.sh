@@ -21,8 +21,9 @@
 # "cidmalloc: mode" line proves the library is in use and honours the
 # forced modes; //tests/preload:static_link (cc_binary malloc =
 # "//:cidmalloc") in every mode; `./cidmalloc run` (a command and the demo);
-# `./cidmalloc install` into a temporary prefix and a plain g++ link of the
-# installed archive.
+# `./cidmalloc install` into a temporary prefix, then a plain g++ link of the
+# installed archive, a -static one and one against the shared library
+# (the latter two with the installed pkg-config files' flags).
 #
 # One line per check ("ok ..." or "FAIL ..." with the log's tail); exit 0
 # when all passed, 1 if any failed, 77 (skipped) only when

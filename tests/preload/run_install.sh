@@ -1,6 +1,7 @@
 # tests/preload/run_install.sh: the front script's `./cidmalloc run` (a
 # command, and the demo) and `./cidmalloc install` (into a temporary prefix,
-# then a plain g++ link of the installed archive), for tests/preload_test.sh
+# then a program linked with the installed archive, dynamically and with
+# -static, and against the installed shared library), for tests/preload_test.sh
 # (which sources it and runs them from the repository root).  The helpers
 # (base, say, status_of, ...) are tests/preload/harness.sh's; PY is
 # tests/preload/programs.sh's.
@@ -92,7 +93,7 @@ check_run_demo() {
 }
 
 check_install() {
-  need g++ ar || return
+  need g++ ar pkg-config readelf || return
   local prefix="$TMP/prefix" rc=0
   timeout -k 5 120 ./cidmalloc install "$prefix" >"$TMP/install.out" 2>&1 </dev/null ||
     rc=$?
@@ -102,7 +103,8 @@ check_install() {
     return 1
   fi
   local f
-  for f in lib/libcidmalloc.so lib/libcidmalloc.a include/cidmalloc.h; do
+  for f in lib/libcidmalloc.so lib/libcidmalloc.a include/cidmalloc.h \
+    lib/pkgconfig/cidmalloc.pc lib/pkgconfig/cidmalloc-static.pc; do
     [[ -s "$prefix/$f" ]] || { say "missing $prefix/$f"; return 1; }
   done
   # A C program linked the documented way, against the installed files.
@@ -168,8 +170,12 @@ EOF
   # as a service built without shared libraries links it: the link must not
   # pull glibc's malloc in beside cidmalloc's (duplicate definitions), and
   # static glibc's rseq registration must give the same mode.
-  (cd "$TMP" && g++ -static prog.o -L"$prefix/lib" -Wl,--whole-archive \
-    -l:libcidmalloc.a -Wl,--no-whole-archive -lpthread -o prog_static) >&2 ||
+  # Linked with the flags of the installed cidmalloc-static.pc.
+  local -a pc_static pc_shared
+  read -ra pc_static <<<"$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+    pkg-config --libs cidmalloc-static)" ||
+    { say "pkg-config --libs cidmalloc-static failed"; return 1; }
+  (cd "$TMP" && g++ -static prog.o "${pc_static[@]}" -o prog_static) >&2 ||
     { say "linking prog -static with libcidmalloc.a failed"; return 1; }
   if ldd "$TMP/prog_static" >/dev/null 2>&1; then
     say "prog_static is a dynamic executable"
@@ -187,6 +193,20 @@ EOF
   fi
   grep -q '^cidmalloc: mode' "$TMP/static.err" ||
     { say "no summary at exit (fully static)"; return 1; }
+  # Linked against the installed shared library (cidmalloc.pc's
+  # -lcidmalloc): a dependency of the program, found through
+  # LD_LIBRARY_PATH, not preloaded.
+  read -ra pc_shared <<<"$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+    pkg-config --cflags --libs cidmalloc)" ||
+    { say "pkg-config --cflags --libs cidmalloc failed"; return 1; }
+  (cd "$TMP" && gcc prog.c "${pc_shared[@]}" -lpthread -o prog_shared) >&2 ||
+    { say "linking prog against libcidmalloc.so failed"; return 1; }
+  readelf -d "$TMP/prog_shared" | grep -q 'NEEDED.*\[libcidmalloc\.so\]' ||
+    { say "prog_shared does not depend on libcidmalloc.so"; return 1; }
+  run_to "$TMP/shared.out" "$TMP/shared.err" "prog linked with -lcidmalloc" \
+    base LD_LIBRARY_PATH="$prefix/lib" CIDMALLOC_STATS=1 "$TMP/prog_shared" || return 1
+  [[ "$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/shared.out")" == "$mode_linked" ]] ||
+    { say "-lcidmalloc: '$(cat "$TMP/shared.out")'"; return 1; }
   # And the installed shared library, preloaded.
   run_to "$TMP/so.out" "$TMP/so.err" "installed libcidmalloc.so" \
     base LD_PRELOAD="$prefix/lib/libcidmalloc.so" CIDMALLOC_STATS=1 "$PY" -c 'print(6 * 7)' ||
