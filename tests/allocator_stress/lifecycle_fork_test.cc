@@ -177,6 +177,17 @@ void ChildWork(ChildReport& r, std::vector<Block>& before_fork,
 constexpr int kStuckInFork = 3;
 constexpr int kStuckElsewhere = 4;
 constexpr int kForkTestTimeoutSeconds = 25;
+// CIDMALLOC_TEST_FORKS=N (1 to kMaxForks; default kMaxForks): how many of
+// ForkWhileOtherThreadsAllocate's forks run.  Under qemu's TCG each one
+// took about a minute (tests/vm's arm64_old_kernel: 395 s for six, most of
+// its scenario), where the first two already cover both kinds of child
+// (with a grandchild, and without).
+constexpr int kMaxForks = 6;
+int Forks() {
+  const std::string v = Env("CIDMALLOC_TEST_FORKS", "");
+  const long n = strtol(v.c_str(), nullptr, 10);
+  return n >= 1 && n <= kMaxForks ? static_cast<int>(n) : kMaxForks;
+}
 std::atomic<bool> g_in_fork{false};
 
 void ForkWatchdog(int) {
@@ -204,9 +215,9 @@ TEST(Lifecycle, ForkWhileOtherThreadsAllocate) {
   }
   signal(SIGALRM, ForkWatchdog);
   alarm(kForkTestTimeoutSeconds * TimeoutScale());
-  constexpr int kForks = 6;
+  const int forks = Forks();
   Churn churn(4);
-  for (int i = 0; i < kForks; ++i) {
+  for (int i = 0; i < forks; ++i) {
     // Let the churn run a little between forks.
     const long ops = churn.ops();
     while (churn.ops() < ops + 20) std::this_thread::yield();
