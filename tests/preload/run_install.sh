@@ -115,21 +115,22 @@ check_install() {
 #include <stdlib.h>
 #include <string.h>
 /* Blocks of 16 to 8008 bytes, written, checked and freed: a thread's first
-   malloc and its caches.  Returns non-null if a block lost its bytes. */
+   malloc and its caches.  Returns &failed if a block lost its bytes. */
+static char failed;
 static void *churn(void *arg) {
   char *p[1000];
+  void *result = NULL;
   (void)arg;
   for (int i = 0; i < 1000; ++i) {
     p[i] = malloc(16 + i * 8);
-    if (p[i] == NULL) return p;
+    if (p[i] == NULL) return &failed;
     memset(p[i], i & 0xff, 16 + i * 8);
   }
-  void *bad = NULL;
   for (int i = 0; i < 1000; ++i) {
-    if (p[i][15 + i * 8] != (char)(i & 0xff)) bad = p;
+    if (p[i][15 + i * 8] != (char)(i & 0xff)) result = &failed;
     free(p[i]);
   }
-  return bad;
+  return result;
 }
 int main(void) {
   struct cidmalloc_stats s;
@@ -171,10 +172,12 @@ EOF
   # pull glibc's malloc in beside cidmalloc's (duplicate definitions), and
   # static glibc's rseq registration must give the same mode.
   # Linked with the flags of the installed cidmalloc-static.pc.
+  local flags
   local -a pc_static pc_shared
-  read -ra pc_static <<<"$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+  flags="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
     pkg-config --libs cidmalloc-static)" ||
     { say "pkg-config --libs cidmalloc-static failed"; return 1; }
+  read -ra pc_static <<<"$flags"
   (cd "$TMP" && g++ -static prog.o "${pc_static[@]}" -o prog_static) >&2 ||
     { say "linking prog -static with libcidmalloc.a failed"; return 1; }
   if ldd "$TMP/prog_static" >/dev/null 2>&1; then
@@ -196,9 +199,10 @@ EOF
   # Linked against the installed shared library (cidmalloc.pc's
   # -lcidmalloc): a dependency of the program, found through
   # LD_LIBRARY_PATH, not preloaded.
-  read -ra pc_shared <<<"$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+  flags="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
     pkg-config --cflags --libs cidmalloc)" ||
     { say "pkg-config --cflags --libs cidmalloc failed"; return 1; }
+  read -ra pc_shared <<<"$flags"
   (cd "$TMP" && gcc prog.c "${pc_shared[@]}" -lpthread -o prog_shared) >&2 ||
     { say "linking prog against libcidmalloc.so failed"; return 1; }
   readelf -d "$TMP/prog_shared" | grep -q 'NEEDED.*\[libcidmalloc\.so\]' ||
