@@ -184,9 +184,8 @@ constexpr int kForkTestTimeoutSeconds = 25;
 // (with a grandchild, and without).
 constexpr int kMaxForks = 6;
 int Forks() {
-  const std::string v = Env("CIDMALLOC_TEST_FORKS", "");
-  const long n = strtol(v.c_str(), nullptr, 10);
-  return n >= 1 && n <= kMaxForks ? static_cast<int>(n) : kMaxForks;
+  return static_cast<int>(
+      EnvInRange("CIDMALLOC_TEST_FORKS", 1, kMaxForks, kMaxForks));
 }
 std::atomic<bool> g_in_fork{false};
 

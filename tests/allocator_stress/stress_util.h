@@ -178,6 +178,14 @@ inline std::string Env(const char* name, const char* fallback = "") {
   return v == nullptr ? std::string(fallback) : std::string(v);
 }
 
+// The integer in environment variable `name` if it is in [lo, hi], else
+// `fallback` (unset, not a number, out of range).
+inline long EnvInRange(const char* name, long lo, long hi, long fallback) {
+  const std::string v = Env(name);
+  const long n = strtol(v.c_str(), nullptr, 10);
+  return n >= lo && n <= hi ? n : fallback;
+}
+
 // The mode this process must run in: EXPECT_MODE (the cap the BUILD target
 // set), lowered to what the kernel offers (mm_cid needs an rseq feature
 // size of at least 28, rseq itself a feature size or a working glibc
@@ -250,9 +258,8 @@ class ChildReport {
 // (tests/vm's AArch64 scenarios run under qemu's TCG, several times slower
 // than the x86-64 ones).
 inline unsigned TimeoutScale() {
-  const std::string v = Env("CIDMALLOC_TEST_TIMEOUT_SCALE", "1");
-  const unsigned long n = strtoul(v.c_str(), nullptr, 10);
-  return n >= 1 && n <= 100 ? static_cast<unsigned>(n) : 1;
+  return static_cast<unsigned>(
+      EnvInRange("CIDMALLOC_TEST_TIMEOUT_SCALE", 1, 100, 1));
 }
 
 // Forks; the child arms alarm(timeout * TimeoutScale()), runs body(report)
