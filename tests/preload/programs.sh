@@ -15,9 +15,13 @@
 
 PY=/usr/bin/python3
 
+# python_base_file SCRIPT: where python_baseline keeps SCRIPT's output.
+python_base_file() { echo "$TMP/py.${1##*/}.base"; }
+
 # python_baseline SCRIPT: SCRIPT's output on glibc's malloc, once a run.
 python_baseline() {
-  local base="$TMP/py.${1##*/}.base"
+  local base
+  base="$(python_base_file "$1")"
   [[ -s "$base" ]] && return 0
   run_to "$base" "$base.err" "python3 ${1##*/} (glibc)" \
     base PYTHONHASHSEED=0 "$PY" "$1"
@@ -28,7 +32,8 @@ python_baseline() {
 # output compared with glibc's.
 check_python() {
   local script="${2:-tests/preload/alloc_heavy.py}"
-  local base="$TMP/py.${script##*/}.base"
+  local base
+  base="$(python_base_file "$script")"
   need "$PY" || return
   python_baseline "$script" || return 1
   local -a env=(PYTHONHASHSEED=0)

@@ -92,6 +92,9 @@ check_run_demo() {
   [[ -n "$hit" && "$hit" -ge 80 ]] || { say "hit rate below 80%"; return 1; }
 }
 
+# The mode check_install's program printed to file $1 ("mode cid, ...").
+prog_mode() { sed -n 's/^mode \([a-z]*\),.*/\1/p' "$1"; }
+
 check_install() {
   need g++ ar pkg-config readelf || return
   local prefix="$TMP/prefix" rc=0
@@ -187,8 +190,8 @@ EOF
   run_to "$TMP/static.out" "$TMP/static.err" "fully static prog" \
     base CIDMALLOC_STATS=1 "$TMP/prog_static" || return 1
   local mode_linked mode_static
-  mode_linked="$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/prog.out")"
-  mode_static="$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/static.out")"
+  mode_linked="$(prog_mode "$TMP/prog.out")"
+  mode_static="$(prog_mode "$TMP/static.out")"
   if [[ -z "$mode_static" || "$mode_static" != "$mode_linked" ]]; then
     say "fully static: '$(cat "$TMP/static.out")'," \
       "linked: '$(cat "$TMP/prog.out")'"
@@ -209,7 +212,7 @@ EOF
     { say "prog_shared does not depend on libcidmalloc.so"; return 1; }
   run_to "$TMP/shared.out" "$TMP/shared.err" "prog linked with -lcidmalloc" \
     base LD_LIBRARY_PATH="$prefix/lib" CIDMALLOC_STATS=1 "$TMP/prog_shared" || return 1
-  [[ "$(sed -n 's/^mode \([a-z]*\),.*/\1/p' "$TMP/shared.out")" == "$mode_linked" ]] ||
+  [[ "$(prog_mode "$TMP/shared.out")" == "$mode_linked" ]] ||
     { say "-lcidmalloc: '$(cat "$TMP/shared.out")'"; return 1; }
   # And the installed shared library, preloaded.
   run_to "$TMP/so.out" "$TMP/so.err" "installed libcidmalloc.so" \
