@@ -14,7 +14,7 @@ load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
 def _file_names(labels):
     return sorted([str(label).split(":")[-1] for label in labels])
 
-def shared_test_library(name, srcs, deps, copts = []):
+def shared_test_library(name, srcs, deps):
     """The library `srcs` compile into, defined by the first caller only.
 
     Later callers with the same name must pass the same sources: a second
@@ -24,7 +24,6 @@ def shared_test_library(name, srcs, deps, copts = []):
       name: the library.
       srcs: its sources (test files and private headers).
       deps: what they need (gtest or gtest_main among them).
-      copts: their compiler options.
     """
     existing = native.existing_rule(name)
     if existing:
@@ -36,7 +35,6 @@ def shared_test_library(name, srcs, deps, copts = []):
         name = name,
         testonly = True,
         srcs = srcs,
-        copts = copts,
         deps = deps,
         # Keep every object: the tests register themselves from static
         # initialisers, which nothing refers to.
@@ -50,7 +48,6 @@ def cc_test_variants(
         srcs,
         deps,
         size = "small",
-        copts = [],
         malloc = None):
     """One cc_test per entry of `variants`, the sources compiled once.
 
@@ -60,11 +57,10 @@ def cc_test_variants(
       srcs: the sources.
       deps: their dependencies.
       size: every test's Bazel size.
-      copts: the sources' compiler options.
       malloc: the tests' malloc (cc_test's attribute), or None for the
         default.
     """
-    shared_test_library(name = name, srcs = srcs, deps = deps, copts = copts)
+    shared_test_library(name = name, srcs = srcs, deps = deps)
     for test, env in variants.items():
         cc_test(
             name = test,
