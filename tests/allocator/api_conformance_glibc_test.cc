@@ -99,6 +99,112 @@ TEST(Glibc, MallocStatsWritesASummaryToStderr) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+// The unsigned value of attribute `name` in the XML element that starts at
+// `at`.
+uint64_t XmlAttr(const std::string& text, size_t at, const char* name) {
+  const std::string key = std::string(" ") + name + "=\"";
+  const size_t end = text.find('>', at);
+  const size_t k = text.find(key, at);
+  if (k == std::string::npos || k > end) return ~uint64_t{0};
+  return strtoull(text.c_str() + k + key.size(), nullptr, 10);
+}
+
+// Sum of attribute `name` over the elements that start with `prefix`.
+uint64_t XmlSum(const std::string& text, const std::string& prefix,
+                const char* name, size_t* count) {
+  uint64_t sum = 0;
+  *count = 0;
+  for (size_t at = text.find(prefix); at != std::string::npos;
+       at = text.find(prefix, at + 1)) {
+    sum += XmlAttr(text, at, name);
+    ++*count;
+  }
+  return sum;
+}
+
+std::string MallocInfoText() {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (f == nullptr) return "open_memstream failed";
+  const int rc = malloc_info(0, f);
+  fclose(f);
+  std::string text(buf, len);
+  free(buf);
+  return rc == 0 ? text : "malloc_info returned " + std::to_string(rc);
+}
+
+TEST(Glibc, MallocInfoDescribesCidmallocsHeapsInGlibcsXml) {
+  // 20,000 objects of 100 bytes (class 97..112) freed: more than one ID's
+  // cache keeps, so the central lists hold some; a huge block stays live.
+  std::vector<void*> v;
+  for (int i = 0; i < 20000; ++i) v.push_back(malloc(100));
+  for (void* p : v) free(p);
+  void* huge = malloc(3 * kMiB);
+  ASSERT_NE(huge, nullptr);
+  Dirty(huge, 1, 3 * kMiB);
+  struct cidmalloc_stats before;
+  cidmalloc_get_stats(&before);
+  const std::string text = MallocInfoText();
+  struct cidmalloc_stats after;
+  cidmalloc_get_stats(&after);
+
+  ASSERT_EQ(text.rfind("<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n", 0),
+            0u) << text;
+  ASSERT_GE(text.size(), 11u);
+  EXPECT_EQ(text.substr(text.size() - 10), "</malloc>\n") << text;
+  size_t heaps = 0;
+  XmlSum(text, "<heap nr=", "nr", &heaps);
+  EXPECT_EQ(heaps, static_cast<size_t>(cidmalloc::os::NumNodes()));
+
+  // The 100-byte class's free objects on some node, as glibc lists free
+  // chunks by size.
+  size_t n = 0;
+  const uint64_t free100 =
+      XmlSum(text, "<size from=\"97\" to=\"112\"", "count", &n);
+  EXPECT_GE(n, 1u) << text;
+  EXPECT_GT(free100, 0u) << text;
+
+  // The whole's totals add up the heaps' (the last "rest" is the whole's).
+  size_t sizes = 0, rests = 0, currents = 0;
+  const uint64_t size_count = XmlSum(text, "<size from=", "count", &sizes);
+  const size_t last_rest = text.rfind("<total type=\"rest\"");
+  EXPECT_EQ(XmlAttr(text, last_rest, "count"), size_count) << text;
+  const uint64_t rest_bytes =
+      XmlSum(text, "<total type=\"rest\"", "size", &rests);
+  EXPECT_EQ(rests, heaps + 1);
+  EXPECT_EQ(XmlAttr(text, last_rest, "size") * 2, rest_bytes) << text;
+
+  // Bytes mapped as cidmalloc_get_stats reports them, the huge block among
+  // them.
+  uint64_t mapped_before = 0, mapped_after = 0;
+  for (unsigned node = 0; node < before.num_nodes; ++node) {
+    mapped_before += before.node_mapped[node];
+    mapped_after += after.node_mapped[node];
+  }
+  const size_t last_current = text.rfind("<system type=\"current\"");
+  const uint64_t current = XmlAttr(text, last_current, "size");
+  EXPECT_GE(current, mapped_before);
+  EXPECT_LE(current, mapped_after);
+  EXPECT_EQ(XmlSum(text, "<system type=\"current\"", "size", &currents),
+            2 * current);
+  const size_t mmap_at = text.find("<total type=\"mmap\"");
+  ASSERT_NE(mmap_at, std::string::npos) << text;
+  EXPECT_GE(XmlAttr(text, mmap_at, "size"), 3 * kMiB) << text;
+  free(huge);
+}
+
+TEST(Glibc, MallocInfoRejectsOptionsAndReportsAFailingStream) {
+  errno = 0;
+  EXPECT_EQ(malloc_info(1, stdout), -1);
+  EXPECT_EQ(errno, EINVAL);
+  FILE* full = fopen("/dev/full", "w");
+  ASSERT_NE(full, nullptr);
+  setvbuf(full, nullptr, _IONBF, 0);  // Every write reaches the device.
+  EXPECT_EQ(malloc_info(0, full), -1);
+  fclose(full);
+}
+
 TEST(Glibc, FreeSizedAndFreeAlignedSized) {
   for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{5000},
                       size_t{300000}, 3 * kMiB}) {
