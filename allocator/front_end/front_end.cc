@@ -138,6 +138,17 @@ enum class Growth : uint8_t {
   kSparseOnly,  // to SparseBatch only (sparse misses).
 };
 
+// Whether the thread is still on the ID of the slab whose header its slow
+// path read.  AdjustCapacity acts on the ID the thread is on when its
+// section runs, but TryGrow and ShrinkClass read the capacity, and charge
+// or credit the budget (extra_bytes), of the slab the slow path started
+// with; a thread that moved in between (the idle scan's membarrier, locks
+// and yields run in that window) would grow another ID's stack past its
+// budget, or shrink and flush it on the first ID's account.  The check
+// leaves a window of a few instructions, where a migration skews the
+// budget by at most one batch.
+bool OnSlabsId(const SlabHeader* hdr) { return rseq::CurrentId() == hdr->id; }
+
 // Grows the current ID's capacity for `cls`: to SparseBatch, or with
 // kAny to a batch, free of budget, if it has less; beyond a batch, with
 // kAny, by a batch if CIDMALLOC_CACHE_BYTES allows.  Returns true if it
@@ -148,6 +159,7 @@ bool TryGrow(void* slab, int cls, Growth growth) {
   const uint32_t before = __atomic_load_n(&s->capacity, __ATOMIC_RELAXED);
   if (before >= c.max_capacity) return false;
   SlabHeader* hdr = HeaderOf(slab);
+  if (!OnSlabsId(hdr)) return false;
   const uint32_t start =
       growth == Growth::kSparseOnly ? SparseBatch(cls) : c.batch;
   if (before < start) {
@@ -262,6 +274,7 @@ Demand NoteMiss(SlabHeader* hdr, int cls) {
 void ShrinkClass(SlabHeader* hdr, int cls, uint32_t cap, uint32_t to,
                  central::Via via) {
   const central::SizeClassInfo& c = Class(cls);
+  if (!OnSlabsId(hdr)) return;
   const int64_t now = rseq::AdjustCapacity(
       g_slabs, kLayout.offset[cls],
       static_cast<int32_t>(to) - static_cast<int32_t>(cap), c.max_capacity);
