@@ -13,6 +13,7 @@
 
 #include "rseq/area.h"
 #include "rseq/raw_io.h"
+#include "rseq/rseq.h"
 #include "rseq/soft_ids.h"
 #include "rseq/state.h"
 
@@ -239,10 +240,19 @@ void DoInit() {
   // The soft knob matters in none mode only (rseq modes use the lock
   // protocol for their rare soft IDs), so it is read only there.
   InitSoftIds(p.mode == Mode::kNone ? SoftKnob() : SoftProtocol::kLock);
-  pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
+  RegisterForkHandlers();
 }
 
+// Set by the first RegisterForkHandlers().
+constinit std::atomic<bool> g_fork_handlers{false};
+
 }  // namespace
+
+void RegisterForkHandlers() {
+  // Relaxed: only which caller registers matters, not what it saw.
+  if (g_fork_handlers.exchange(true, std::memory_order_relaxed)) return;
+  pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
+}
 
 void InitSlow() {
   if (t_in_init) return;  // Re-entered: the none-mode state is consistent.

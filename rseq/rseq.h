@@ -476,6 +476,15 @@ bool QuiesceId(uint32_t id);
 // busy on it (after one membarrier(2)).
 bool TryQuiesceId(uint32_t id);
 
+// ---- fork ---------------------------------------------------------------------
+// Registers the layer's fork handlers (pthread_atfork: the soft-ID locks,
+// membarrier in the child) once; later calls do nothing.  Initialisation
+// calls it; a user of the layer whose own fork handlers must run inside
+// these (taken after them in the parent, and after their reset in the
+// child) calls it first, at load time (allocator/api/alloc.cc).  Safe
+// before initialisation: the handlers then have nothing to do.
+void RegisterForkHandlers();
+
 }  // namespace cidmalloc::rseq
 
 #endif  // CIDMALLOC_RSEQ_RSEQ_H_

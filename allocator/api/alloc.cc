@@ -39,6 +39,12 @@ constinit os::Config g_config;
 constinit std::atomic<int> g_init_state{0};
 
 void ForkPrepare() {
+  // A fork while another thread initialises would give the child an
+  // allocator that stays "running" for ever.  Acquire: pairs with
+  // InitSlow()'s release store of 2.
+  while (g_init_state.load(std::memory_order_acquire) == 1) {
+    syscall(SYS_sched_yield);
+  }
   front_end::ForkPrepare();
   central::ForkPrepare();
   page_heap::ForkPrepare();
@@ -99,6 +105,33 @@ void DoInit() {
   errno = saved;
 }
 
+// The fork handlers: the rseq layer's first, then the allocator's, once.
+// pthread_atfork runs prepare handlers in the reverse order of their
+// registration and the others in that order, so handlers registered before
+// these run outside them: a program's prepare handler runs after the
+// allocator has taken all its locks, and its child handler before the
+// child's locks are reset, and either waits for ever if it allocates
+// beyond its cache (tests/preload/fork_handlers.c).  glibc's malloc takes
+// its locks inside fork() itself, after every handler.  Hence
+// registration at load time, before the program's own (a library's
+// constructor runs before those of the executable, and of libraries that
+// do not depend on it), not at the first allocation: a C program's first
+// allocation can come after its pthread_atfork calls, or inside one
+// (glibc 2.36 grows its table of handlers with malloc, under the lock
+// pthread_atfork would then take again).
+constinit std::atomic<bool> g_fork_handlers{false};
+void RegisterForkHandlers() {
+  // Relaxed: only which caller registers matters.
+  if (g_fork_handlers.exchange(true, std::memory_order_relaxed)) return;
+  rseq::RegisterForkHandlers();
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+}
+// Priority 101, the first a program may use: in a static link, before the
+// program's own constructors.
+__attribute__((constructor(101))) void RegisterForkHandlersAtLoad() {
+  RegisterForkHandlers();
+}
+
 // Set while this thread initialises, to tell re-entry from another thread.
 __thread bool t_initializing CIDMALLOC_TLS_IE = false;
 
@@ -118,8 +151,9 @@ void InitSlow() {
     // Release: pairs with the acquire loads of g_init_state (EnsureInit(),
     // the wait below, Initialized()).
     g_init_state.store(2, std::memory_order_release);
-    // After "ready": pthread_atfork may call malloc, which now works.
-    pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+    // Normally done at load time already (below); after "ready", since
+    // pthread_atfork may call malloc, which now works.
+    RegisterForkHandlers();
     return;
   }
   // Another thread initialises: wait for it.  Acquire: pairs with its
