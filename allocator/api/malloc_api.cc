@@ -76,7 +76,13 @@ void* Realloc(void* p, size_t size) {
   // than half of it.
   if (size <= old && size >= old / 2) return p;
   if (size > cidmalloc::central::kMaxSmallSize) {
-    if (void* q = ResizeLarge(p, size, old)) return q;
+    // An attempt: its failed system calls (mremap in place before a move)
+    // must not leave errno set on a realloc that succeeds, as glibc's does
+    // not; Alloc below sets ENOMEM if it comes to that.
+    const int saved = errno;
+    void* q = ResizeLarge(p, size, old);
+    errno = saved;
+    if (q != nullptr) return q;
   }
   void* q = Alloc(size);
   if (q == nullptr) return nullptr;  // errno is ENOMEM; p is untouched.

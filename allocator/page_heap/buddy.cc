@@ -56,10 +56,12 @@ void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
 bool Grow(NodeHeap* h) {
   const int node = NodeOf(h);
   uint32_t n = h->next_reserve_chunks == 0 ? 1 : h->next_reserve_chunks;
+  const int saved = errno;
   char* mem = static_cast<char*>(os::MapAligned(n * kChunkSize, kChunkSize));
   if (mem == nullptr && n > 1) {
     n = 1;  // Tight address space (ulimit -v): try the minimum.
     mem = static_cast<char*>(os::MapAligned(kChunkSize, kChunkSize));
+    if (mem != nullptr) errno = saved;  // The first attempt's ENOMEM.
   }
   if (mem == nullptr) return false;
   if (os::NumNodes() > 1 &&

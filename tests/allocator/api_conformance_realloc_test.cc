@@ -251,6 +251,41 @@ TEST(Calloc, ZeroAfterAutomaticRelease) {
   for (void* p : v) free(p);
 }
 
+TEST(Realloc, SuccessLeavesErrnoAlone) {
+  // A buffer of its own mapping grown 3 MiB at a time: a growth that cannot
+  // stay in place fails an mremap before it moves the pages, and that
+  // failure must not show in errno (glibc's realloc leaves it alone).
+  size_t size = 3 * kMiB;
+  char* p = static_cast<char*>(malloc(size));
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, size, 7);
+  int moves = 0;
+  for (int i = 0; i < 8; ++i) {
+    const size_t next = size + 3 * kMiB;
+    errno = 0;
+    char* q = static_cast<char*>(realloc(p, next));
+    ASSERT_NE(q, nullptr) << next;
+    EXPECT_EQ(errno, 0) << "realloc to " << next << " succeeded";
+    if (q != p) ++moves;
+    ASSERT_EQ(FirstPatternMismatch(q, size, 7), size);
+    FillPattern(q, next, 7);
+    p = q;
+    size = next;
+  }
+  // Every growth moved or none did: either way the loop must have reached
+  // the path where an in-place attempt fails first.
+  EXPECT_GT(moves, 0) << "no growth moved: the failing mremap was not taken";
+  free(p);
+  // The same for a block aligned beyond its chunk.
+  void* a = memalign(size_t{1} << 22, 5 * kMiB);
+  ASSERT_NE(a, nullptr);
+  errno = 0;
+  void* b = realloc(a, 40 * kMiB);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(errno, 0);
+  free(b);
+}
+
 TEST(Calloc, OverflowFailsWithEnomem) {
   const volatile size_t half = SIZE_MAX / 2;
   const std::pair<size_t, size_t> cases[] = {
