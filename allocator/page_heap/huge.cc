@@ -78,8 +78,14 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
     *zeroed = false;
     return reused;
   }
+  const int saved = errno;
   void* mem = os::MapAligned(map_bytes, map_align);
-  if (mem == nullptr) return nullptr;
+  if (mem == nullptr) {
+    if (DropHugeCaches() == 0) return nullptr;  // errno is ENOMEM.
+    mem = os::MapAligned(map_bytes, map_align);
+    if (mem == nullptr) return nullptr;
+    errno = saved;
+  }
   ChunkInfo* info = NewChunkInfo();
   if (info == nullptr) {
     os::Unmap(mem, map_bytes);
@@ -113,6 +119,20 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   }
   *zeroed = true;
   return mem;
+}
+
+size_t DropHugeCaches() {
+  size_t bytes = 0;
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    NodeHeap* h = &g_heaps[node][0];
+    ChunkInfo* detached;
+    {
+      os::SpinLockHolder hold(&h->lock);
+      detached = CacheEvict(h, 0);
+    }
+    bytes += UnmapDetached(detached);
+  }
+  return bytes;
 }
 
 void FreeHuge(ChunkInfo* c, uintptr_t p) {

@@ -34,13 +34,23 @@ size_t CacheLimit(const NodeHeap* h) {
 ChunkInfo* CachePut(NodeHeap* h, ChunkInfo* c) {
   h->huge_bytes -= c->huge_bytes;
   __atomic_store_n(&c->huge_state, HugeState::kCached, __ATOMIC_RELAXED);
+  const size_t limit = CacheLimit(h);
+  if (c->huge_bytes > limit) {
+    // Larger than all the cache may hold: it goes, not the older mappings
+    // that fit (evicting oldest first would have emptied the cache before
+    // reaching it).  What the limit no longer allows of them goes too.
+    h->mapped_bytes -= c->huge_bytes;
+    c->cache_newer = nullptr;
+    c->cache_older = CacheEvict(h, limit);
+    return c;
+  }
   c->cache_newer = nullptr;
   c->cache_older = h->cache_newest;
   if (h->cache_newest != nullptr) h->cache_newest->cache_newer = c;
   h->cache_newest = c;
   if (h->cache_oldest == nullptr) h->cache_oldest = c;
   h->cache_bytes += c->huge_bytes;
-  return CacheEvict(h, CacheLimit(h));
+  return CacheEvict(h, limit);
 }
 
 ChunkInfo* CacheTake(NodeHeap* h, size_t bytes, size_t align) {

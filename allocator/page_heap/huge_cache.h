@@ -17,7 +17,10 @@
 // keeps the threshold's worth of free pages keeps no mapping at all.
 // Beyond that the oldest go at once, without the release delay (a
 // mapping's pages are all in use until it is freed, so there is no idle
-// time to wait for).  malloc_trim unmaps them all.
+// time to wait for).  malloc_trim unmaps them all, and so does a mapping
+// the OS refuses (DropHugeCaches, node_heap.h: under an address-space
+// limit the cached mappings may be what stands in the way), before the
+// allocation is tried once more.
 //
 // Locking: every function here runs under the lock of the node's arena-0
 // heap; the mappings they take off the cache are handed back to the caller
@@ -35,8 +38,9 @@
 namespace cidmalloc::page_heap {
 
 // Puts the freed mapping `c` in its node's cache, then detaches what the
-// threshold no longer allows (`c` itself when it is larger than the
-// threshold).  Returns the detached list.
+// threshold no longer allows, oldest first; `c` alone, and the cache left
+// as it was, when `c` is larger than all the threshold leaves the cache.
+// Returns the detached list.
 ChunkInfo* CachePut(NodeHeap* h, ChunkInfo* c);
 
 // Takes the smallest cached mapping of at least `bytes` whose base is

@@ -92,7 +92,17 @@ uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
     h->lock.Unlock();
     if (p != 0) return p;
   }
-  return AllocPages(own, n, order, zeroed, chunk_out);
+  const int saved = errno;
+  if (const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out)) {
+    return p;
+  }
+  // The OS refused a chunk: the mappings the huge caches keep may be what
+  // stands in the way (an address-space limit); give them back and try
+  // once more.
+  if (DropHugeCaches() == 0) return 0;  // errno is ENOMEM.
+  const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out);
+  if (p != 0) errno = saved;
+  return p;
 }
 
 // Returns free blocks of order >= min_order to the OS until the node keeps

@@ -156,6 +156,17 @@ TEST(HugeCache, TheReleaseThresholdBoundsWhatItKeeps) {
   EXPECT_EQ(ph::LookupChunk(m1), nullptr) << "the oldest is unmapped";
   ph::CheckInvariants();
 
+  // A mapping larger than the threshold, freed while the cache is full:
+  // it goes, and the two cached ones stay (evicting oldest first had
+  // emptied the cache before reaching it).
+  const uintptr_t big2 = Alloc(10 * kMiB, &zeroed);
+  Free(big2);
+  EXPECT_EQ(ph::LookupChunk(big2), nullptr);
+  EXPECT_EQ(Now().mapped, start.mapped + 8 * kMiB);
+  EXPECT_NE(ph::LookupChunk(m2), nullptr) << "a cached mapping was evicted";
+  EXPECT_NE(ph::LookupChunk(m3), nullptr) << "a cached mapping was evicted";
+  ph::CheckInvariants();
+
   // malloc_trim's path unmaps the rest.
   const size_t released = ph::ReleaseFreeMemory(0);
   EXPECT_GE(released, 8 * kMiB);

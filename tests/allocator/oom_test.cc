@@ -192,6 +192,35 @@ void FreeReserve() {
   }
 }
 
+// Freed mappings of their own stay mapped in the huge cache; when the OS
+// refuses a new mapping (here the address-space limit), the cache must
+// give them back rather than fail the allocation.
+TEST(OutOfMemory, CachedMappingsMakeWayForANewMapping) {
+  malloc_trim(0);  // An empty cache, and no free pages held.
+  void* blocks[4];
+  for (void*& b : blocks) {
+    b = malloc(4 * kMiB);
+    ASSERT_NE(b, nullptr);
+    Dirty(b, 1, 4 * kMiB);
+  }
+  for (void* b : blocks) free(b);  // 16 MiB of mappings, cached.
+  void* big = nullptr;
+  int big_errno = 0;
+  {
+    // 8 MiB of room: a 20 MiB block fits only where the cache's 16 MiB
+    // are unmapped first.
+    ScopedAddressSpaceLimit limit(8 * kMiB);
+    ASSERT_TRUE(limit.ok());
+    errno = 0;
+    big = malloc(20 * kMiB);
+    big_errno = errno;
+  }
+  ASSERT_NE(big, nullptr) << "malloc(20 MiB) failed with 16 MiB cached";
+  EXPECT_EQ(big_errno, 0);
+  Dirty(big, 2, 20 * kMiB);
+  free(big);
+}
+
 TEST(OutOfMemory, NewHandlerThatFreesAReserveLetsNewSucceed) {
   struct Case {
     const char* what;
