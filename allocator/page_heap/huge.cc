@@ -201,8 +201,21 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
       return nullptr;
     }
     base = p;
+  } else if (errno != ENOMEM) {
+    // Not merely blocked by what lies after it: the mapping is no longer
+    // one VMA (the program changed the protection or advice of part of
+    // it: EFAULT) or is locked beyond the limit (EAGAIN).  A move would
+    // fail the same way, and on older kernels (6.1's and 6.6's mremap
+    // unmap the destination before they check the source; 6.18's does not)
+    // only after unmapping the destination, which another thread may have
+    // mapped again by the time the cleanup below unmaps it.  The caller
+    // copies.
+    return nullptr;
   } else {
     // Move the pages onto a chunk-aligned reservation: no copy, no faults.
+    // (On those kernels a move can still fail after the destination is
+    // unmapped, for want of memory or of mappings; the cleanup below then
+    // unmaps a range that may be another thread's by then.  Rare, and left.)
     void* dest = os::MapAligned(new_bytes, kChunkSize);
     if (dest == nullptr) return nullptr;
     const uintptr_t d = reinterpret_cast<uintptr_t>(dest);

@@ -2,6 +2,8 @@
 // and calloc (part of the api_conformance_*_test binaries; see
 // api_conformance_test.cc).
 
+#include <sys/mman.h>
+
 #include "tests/allocator/api_conformance.h"
 
 namespace {
@@ -284,6 +286,24 @@ TEST(Realloc, SuccessLeavesErrnoAlone) {
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(errno, 0);
   free(b);
+}
+
+TEST(Realloc, GrowsABufferWhoseMappingTheProgramSplit) {
+  // madvise on part of a block of its own mapping splits the mapping in
+  // two: mremap can then neither grow it in place nor move it (EFAULT),
+  // and realloc must copy.
+  char* p = static_cast<char*>(malloc(6 * kMiB));
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, 6 * kMiB, 3);
+  ASSERT_EQ(madvise(p + 4 * kMiB, 4096, MADV_DONTDUMP), 0);
+  errno = 0;
+  char* q = static_cast<char*>(realloc(p, 20 * kMiB));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(errno, 0);
+  EXPECT_EQ(FirstPatternMismatch(q, 6 * kMiB, 3), 6 * kMiB);
+  FillPattern(q, 20 * kMiB, 4);
+  EXPECT_EQ(FirstPatternMismatch(q, 20 * kMiB, 4), 20 * kMiB);
+  free(q);
 }
 
 TEST(Calloc, OverflowFailsWithEnomem) {
