@@ -35,7 +35,11 @@ void MarkNode(int node, void* arg) {
   size_t n = b.size() < sizeof path - 1 ? b.size() : sizeof path - 1;
   for (size_t i = 0; i < n; ++i) path[i] = b.data()[i];
   path[n] = '\0';
-  char list[1024];
+  // Room for the longest list of cpus below kMaxCpusInNodeTable, every
+  // other one ("0,2,4,...": 1024 bytes held only the first 250 or so, and
+  // the rest stayed on node 0).  Static: only the thread that claimed the
+  // table (Claim) runs this, and a thread's stack may be small.
+  static char list[kMaxCpusInNodeTable / 2 * 5 + 64];
   if (ReadSmallFile(path, list, sizeof list) > 0) {
     ForEachInCpuList(list, SetNode,
                      reinterpret_cast<void*>(static_cast<uintptr_t>(node)));

@@ -288,7 +288,12 @@ ThreadPath ThreadPathSlow() {
     if (g_process.registration == Registration::kGlibc) {
       if (AreaCpuId() >= 0) path = ThreadPath::kRseq;
     } else if (g_process.registration == Registration::kOwn) {
-      if (AreaCpuId() >= 0 || RegisterOwnArea() == 0) path = ThreadPath::kRseq;
+      // The second look: a signal handler that allocated between the first
+      // and the system call registered the area itself, and the call then
+      // failed with EBUSY.
+      if (AreaCpuId() >= 0 || RegisterOwnArea() == 0 || AreaCpuId() >= 0) {
+        path = ThreadPath::kRseq;
+      }
     }
   }
   t_path = path;
