@@ -201,6 +201,40 @@ void Unpark(NodeHeap* h) {
   h->parked_chunk = nullptr;
 }
 
+ChunkInfo* DetachFreeChunks(NodeHeap* h) {
+  Unpark(h);
+  ChunkInfo* detached = nullptr;
+  // A free block of the top order is a whole chunk.  Its span tags are 0
+  // (every span was returned), its pages belong to nobody, and no lookup of
+  // a pointer the program owns leads to it.
+  while (ChunkInfo* c = h->order_head[kMaxOrder]) {
+    const uint32_t released = CountReleased(c, 0, kPagesPerChunk);
+    MarkUsed(h, c, kMaxOrder, 0);
+    h->free_pages -= kPagesPerChunk;
+    h->released_free_pages -= released;
+    h->decay.Released(kPagesPerChunk - released);  // Committed ones leave.
+    h->mapped_bytes -= kChunkSize;
+    c->cache_older = detached;
+    detached = c;
+  }
+  const size_t committed = CommittedFreePages(h);
+  if (h->release_floor > committed) h->release_floor = committed;
+  return detached;
+}
+
+size_t UnmapHeapChunks(ChunkInfo* list) {
+  size_t bytes = 0;
+  while (list != nullptr) {
+    ChunkInfo* next = list->cache_older;
+    SetChunks(list->base, kChunkSize, nullptr);
+    os::Unmap(reinterpret_cast<void*>(list->base), kChunkSize);
+    DeleteChunkInfo(list);
+    bytes += kChunkSize;
+    list = next;
+  }
+  return bytes;
+}
+
 // The order of the free block of c that contains page p, or -1 if p is in
 // use.  Free blocks are maximal and disjoint: at most one order matches.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p) {

@@ -22,6 +22,7 @@
 
 #include "allocator/os/check.h"
 #include "allocator/os/os.h"
+#include "allocator/page_heap/buddy.h"
 #include "allocator/page_heap/huge_cache.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/node_heap.h"
@@ -81,7 +82,7 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   const int saved = errno;
   void* mem = os::MapAligned(map_bytes, map_align);
   if (mem == nullptr) {
-    if (DropHugeCaches() == 0) return nullptr;  // errno is ENOMEM.
+    if (DropFreeMappings() == 0) return nullptr;  // errno is ENOMEM.
     mem = os::MapAligned(map_bytes, map_align);
     if (mem == nullptr) return nullptr;
     errno = saved;
@@ -121,16 +122,20 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   return mem;
 }
 
-size_t DropHugeCaches() {
+size_t DropFreeMappings() {
   size_t bytes = 0;
   for (int node = 0; node < os::NumNodes(); ++node) {
-    NodeHeap* h = &g_heaps[node][0];
-    ChunkInfo* detached;
-    {
-      os::SpinLockHolder hold(&h->lock);
-      detached = CacheEvict(h, 0);
+    for (int arena = 0; arena < kArenasPerNode; ++arena) {
+      NodeHeap* h = &g_heaps[node][arena];
+      ChunkInfo* cached = nullptr;
+      ChunkInfo* chunks;
+      {
+        os::SpinLockHolder hold(&h->lock);
+        if (arena == 0) cached = CacheEvict(h, 0);
+        chunks = DetachFreeChunks(h);
+      }
+      bytes += UnmapDetached(cached) + UnmapHeapChunks(chunks);
     }
-    bytes += UnmapDetached(detached);
   }
   return bytes;
 }

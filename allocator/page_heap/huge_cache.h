@@ -18,7 +18,7 @@
 // Beyond that the oldest go at once, without the release delay (a
 // mapping's pages are all in use until it is freed, so there is no idle
 // time to wait for).  malloc_trim unmaps them all, and so does a mapping
-// the OS refuses (DropHugeCaches, node_heap.h: under an address-space
+// the OS refuses (DropFreeMappings, node_heap.h: under an address-space
 // limit the cached mappings may be what stands in the way), before the
 // allocation is tried once more.
 //

@@ -63,11 +63,12 @@ size_t CommittedFreeBytes(const NodeHeap* h);
 void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed);
 void FreeHuge(ChunkInfo* c, uintptr_t p);
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p);
-// Unmaps every node's cached mappings; returns their bytes.  Called when
-// the OS refuses a mapping (address space under `ulimit -v`, or the commit
-// limit): what the caches keep mapped may be what stands in the way.
-// Takes each node's arena-0 lock in turn: the caller holds no heap lock.
-size_t DropHugeCaches();
+// Unmaps every node's cached mappings and every heap's wholly free chunks;
+// returns their bytes.  Called when the OS refuses a mapping (address
+// space under `ulimit -v`, or the commit limit): what the heaps keep
+// mapped but free may be what stands in the way.  Takes each heap's lock
+// in turn: the caller holds no heap lock.
+size_t DropFreeMappings();
 // Unmaps mappings that are no longer reachable (taken off the cache, or
 // never published): their pagemap entries, the memory, the record.  Without
 // the heap lock.

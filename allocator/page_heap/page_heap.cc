@@ -96,10 +96,10 @@ uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
   if (const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out)) {
     return p;
   }
-  // The OS refused a chunk: the mappings the huge caches keep may be what
+  // The OS refused a chunk: the mappings the heaps keep free may be what
   // stands in the way (an address-space limit); give them back and try
   // once more.
-  if (DropHugeCaches() == 0) return 0;  // errno is ENOMEM.
+  if (DropFreeMappings() == 0) return 0;  // errno is ENOMEM.
   const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out);
   if (p != 0) errno = saved;
   return p;

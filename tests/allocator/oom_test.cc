@@ -221,6 +221,48 @@ TEST(OutOfMemory, CachedMappingsMakeWayForANewMapping) {
   free(big);
 }
 
+// The buddy heap's chunks stay mapped once reserved; when the OS refuses a
+// mapping, the wholly free ones must go back, address space and all.
+TEST(OutOfMemory, FreeChunksMakeWayForANewMapping) {
+  std::vector<void*> runs(96);
+  for (void*& r : runs) {
+    r = malloc(kMiB);  // Page runs: 96 MiB of chunks.
+    ASSERT_NE(r, nullptr);
+    Dirty(r, 1, kMiB);
+  }
+  for (void* r : runs) free(r);
+  void* big = nullptr;
+  int big_errno = 0;
+  {
+    // 8 MiB of room: a 64 MiB block fits only where free chunks go first.
+    ScopedAddressSpaceLimit limit(8 * kMiB);
+    ASSERT_TRUE(limit.ok());
+    errno = 0;
+    big = malloc(64 * kMiB);
+    big_errno = errno;
+  }
+  ASSERT_NE(big, nullptr) << "malloc(64 MiB) failed with 96 MiB free";
+  EXPECT_EQ(big_errno, 0);
+  Dirty(big, 2, 64 * kMiB);
+  free(big);
+  // The heap grows again afterwards.
+  for (int i = 0; i < 8; ++i) {
+    runs[i] = malloc(kMiB);
+    ASSERT_NE(runs[i], nullptr);
+    Dirty(runs[i], 3, kMiB);
+  }
+  for (int i = 0; i < 8; ++i) free(runs[i]);
+}
+
+// Unmaps what the heap keeps mapped but free (free chunks, cached
+// mappings), as a refused mapping does, so that a test's address-space
+// headroom is what it says.
+void DropWhatTheHeapKeepsFree() {
+  ScopedAddressSpaceLimit limit(0);
+  void* p = malloc(64 * kMiB);  // Refused: the heap gives back what it can.
+  free(Opaque(p));
+}
+
 TEST(OutOfMemory, NewHandlerThatFreesAReserveLetsNewSucceed) {
   struct Case {
     const char* what;
@@ -231,6 +273,7 @@ TEST(OutOfMemory, NewHandlerThatFreesAReserveLetsNewSucceed) {
                         Case{"new align", 4096, false},
                         Case{"new align nothrow", 1 << 21, true}}) {
     SCOPED_TRACE(c.what);
+    DropWhatTheHeapKeepsFree();  // Else 64 MiB might fit without the reserve.
     g_reserve = malloc(96 * kMiB);  // Its own mapping: freeing unmaps it.
     ASSERT_NE(g_reserve, nullptr);
     g_handler_calls = 0;
