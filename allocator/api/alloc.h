@@ -198,7 +198,8 @@ __attribute__((always_inline)) inline void* AllocSmall(int cls) {
 
 // One table load finds the stack (size -> offset, not size -> class ->
 // offset); the class is looked up on the slow path only.  Sizes up to 1 KiB
-// are tested first, with one comparison: testing size <= kMaxSmallSize
+// and a header (1040: front_end::kMaxSmallOffsetIndexed) are tested first,
+// with one comparison: testing size <= kMaxSmallSize
 // first put a second compare-and-branch on their path, which cost fixed-size
 // pairs 4-5 % (docs/benchmarks/tuning_log.md).
 __attribute__((always_inline)) inline void* Alloc(size_t size) {

@@ -3,7 +3,8 @@
 // Classes 1..kNumClasses-1 are small objects; class 0 means "not a small
 // object" (large allocation or not ours).  Sizes are fine-grained at the
 // small end: every 16 bytes up to 128, then 8 classes per power of two up
-// to kMaxSmallSize, so no size above 128 bytes wastes more than 1/9 of its
+// to kMaxSmallSize, and one class for 1 KiB and a header (internal::
+// ClassSize), so no size above 128 bytes wastes more than 1/9 of its
 // object (tests/allocator/size_class_test prints the table).
 //
 // A small-object span is a power-of-two number of bytes, aligned to its
@@ -22,7 +23,7 @@ namespace cidmalloc::central {
 
 inline constexpr size_t kMinAlign = 16;
 inline constexpr size_t kMaxSmallSize = 128 * 1024;
-inline constexpr int kNumClasses = 89;  // Including class 0.
+inline constexpr int kNumClasses = 90;  // Including class 0.
 // The most objects moved in one batch between a front-end cache and a
 // central list (SizeClassInfo::batch); callers size batch buffers with it.
 inline constexpr uint32_t kMaxBatch = 32;
@@ -35,11 +36,18 @@ struct SizeClassInfo {
   uint16_t max_capacity; // The most objects a front-end stack holds.
 };
 
+// 1 KiB and a header of up to 16 bytes: a class of its own.  sqlite3's
+// 1032-byte blocks took 1152 bytes each (87,401 of them live at the bench
+// runner's peak: its peak RSS 1.10x glibc's, 1.04x with this class;
+// docs/benchmarks/tuning_log.md).
+inline constexpr uint32_t kKiBAndHeader = 1024 + 16;
+
 // The two indexes from a size to its class: sizes up to kMaxSmallIndexed
 // by 16-byte steps, larger ones (to kMaxSmallSize) by 128-byte steps.  An
 // entry names the class of the largest size that maps to it, the smallest
-// class at least that large.
-inline constexpr size_t kMaxSmallIndexed = 1024;
+// class at least that large.  The first reaches kKiBAndHeader: the
+// second's 128-byte steps cannot tell it from 1152.
+inline constexpr size_t kMaxSmallIndexed = kKiBAndHeader;
 constexpr size_t SmallIndexOf(size_t size) { return (size + 15) >> 4; }
 constexpr size_t LargeIndexOf(size_t size) { return (size + 127) >> 7; }
 inline constexpr size_t kSmallIndexEntries = SmallIndexOf(kMaxSmallIndexed) + 1;
@@ -47,12 +55,18 @@ inline constexpr size_t kLargeIndexEntries = LargeIndexOf(kMaxSmallSize) + 1;
 
 namespace internal {
 
+// The class after 1 KiB's: kKiBAndHeader; the doublings' steps resume
+// after it.
+inline constexpr int kKiBAndHeaderClass = 33;
 constexpr uint32_t ClassSize(int cls) {
   if (cls <= 8) return static_cast<uint32_t>(cls * 16);
+  if (cls == kKiBAndHeaderClass) return kKiBAndHeader;
+  if (cls > kKiBAndHeaderClass) --cls;
   const int k = 7 + (cls - 9) / 8;  // Doubling [2^k, 2^(k+1)].
   const int j = 1 + (cls - 9) % 8;
   return (1u << k) + static_cast<uint32_t>(j) * (1u << (k - 3));
 }
+static_assert(ClassSize(kKiBAndHeaderClass - 1) == 1024);
 
 constexpr SizeClassInfo MakeClass(int cls) {
   SizeClassInfo c{};

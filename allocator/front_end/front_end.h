@@ -137,7 +137,8 @@ static_assert(kLayout.bytes <= central::kMaxTagPayload,
 
 // The stack offset of each size's class, so that malloc's fast path finds
 // the stack with one load from the size instead of two (size -> class ->
-// offset).  Sizes up to 1 KiB index `by_size` directly: indexed like
+// offset).  Sizes up to 1 KiB and a header (central::kMaxSmallIndexed,
+// 1040) index `by_size` directly: indexed like
 // central::ClassOf (SmallIndexOf(size)) the fast path paid an add and a shift
 // more.  64-bit entries: the load then gives the critical section its
 // 64-bit offset operand directly, where a 32-bit one cost malloc a

@@ -69,6 +69,9 @@ TEST(SizeClasses, ClassOfIsTheSmallestClassThatFits) {
   }
   EXPECT_EQ(ClassOf(0), 1);
   EXPECT_EQ(ClassOf(kMaxSmallSize), kNumClasses - 1);
+  // 1 KiB and a header (sqlite3's 1032-byte blocks) has a class of its own.
+  EXPECT_EQ(Class(ClassOf(1032)).size, 1040u);
+  EXPECT_EQ(Class(ClassOf(1041)).size, 1152u);
 }
 
 TEST(SizeClasses, SizesAreIncreasingMultiplesOfSixteen) {
