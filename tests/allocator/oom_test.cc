@@ -192,66 +192,51 @@ void FreeReserve() {
   }
 }
 
+// Allocates `count` blocks of `bytes`, writes them and frees them all.
+void AllocateAndFree(int count, size_t bytes) {
+  std::vector<void*> blocks(static_cast<size_t>(count));
+  for (void*& b : blocks) {
+    b = malloc(bytes);
+    ASSERT_NE(b, nullptr) << bytes;
+    Dirty(b, 1, bytes);
+  }
+  for (void* b : blocks) free(b);
+}
+
+// malloc(bytes) with only 8 MiB of address space to spare: it succeeds
+// only where the heap gives back what it keeps mapped but free.  Must leave
+// errno alone, and the block must be usable.
+void ExpectFitsIn8MiBOfRoom(size_t bytes) {
+  void* big = nullptr;
+  int big_errno = 0;
+  {
+    ScopedAddressSpaceLimit limit(8 * kMiB);
+    ASSERT_TRUE(limit.ok());
+    errno = 0;
+    big = malloc(bytes);
+    big_errno = errno;
+  }
+  ASSERT_NE(big, nullptr) << "malloc(" << bytes / kMiB << " MiB) failed";
+  EXPECT_EQ(big_errno, 0);
+  Dirty(big, 2, bytes);
+  free(big);
+}
+
 // Freed mappings of their own stay mapped in the huge cache; when the OS
 // refuses a new mapping (here the address-space limit), the cache must
 // give them back rather than fail the allocation.
 TEST(OutOfMemory, CachedMappingsMakeWayForANewMapping) {
-  malloc_trim(0);  // An empty cache, and no free pages held.
-  void* blocks[4];
-  for (void*& b : blocks) {
-    b = malloc(4 * kMiB);
-    ASSERT_NE(b, nullptr);
-    Dirty(b, 1, 4 * kMiB);
-  }
-  for (void* b : blocks) free(b);  // 16 MiB of mappings, cached.
-  void* big = nullptr;
-  int big_errno = 0;
-  {
-    // 8 MiB of room: a 20 MiB block fits only where the cache's 16 MiB
-    // are unmapped first.
-    ScopedAddressSpaceLimit limit(8 * kMiB);
-    ASSERT_TRUE(limit.ok());
-    errno = 0;
-    big = malloc(20 * kMiB);
-    big_errno = errno;
-  }
-  ASSERT_NE(big, nullptr) << "malloc(20 MiB) failed with 16 MiB cached";
-  EXPECT_EQ(big_errno, 0);
-  Dirty(big, 2, 20 * kMiB);
-  free(big);
+  malloc_trim(0);               // An empty cache, and no free pages held.
+  AllocateAndFree(4, 4 * kMiB);  // 16 MiB of mappings, cached.
+  ExpectFitsIn8MiBOfRoom(20 * kMiB);
 }
 
 // The buddy heap's chunks stay mapped once reserved; when the OS refuses a
 // mapping, the wholly free ones must go back, address space and all.
 TEST(OutOfMemory, FreeChunksMakeWayForANewMapping) {
-  std::vector<void*> runs(96);
-  for (void*& r : runs) {
-    r = malloc(kMiB);  // Page runs: 96 MiB of chunks.
-    ASSERT_NE(r, nullptr);
-    Dirty(r, 1, kMiB);
-  }
-  for (void* r : runs) free(r);
-  void* big = nullptr;
-  int big_errno = 0;
-  {
-    // 8 MiB of room: a 64 MiB block fits only where free chunks go first.
-    ScopedAddressSpaceLimit limit(8 * kMiB);
-    ASSERT_TRUE(limit.ok());
-    errno = 0;
-    big = malloc(64 * kMiB);
-    big_errno = errno;
-  }
-  ASSERT_NE(big, nullptr) << "malloc(64 MiB) failed with 96 MiB free";
-  EXPECT_EQ(big_errno, 0);
-  Dirty(big, 2, 64 * kMiB);
-  free(big);
-  // The heap grows again afterwards.
-  for (int i = 0; i < 8; ++i) {
-    runs[i] = malloc(kMiB);
-    ASSERT_NE(runs[i], nullptr);
-    Dirty(runs[i], 3, kMiB);
-  }
-  for (int i = 0; i < 8; ++i) free(runs[i]);
+  AllocateAndFree(96, kMiB);  // Page runs: 96 MiB of chunks, free.
+  ExpectFitsIn8MiBOfRoom(64 * kMiB);
+  AllocateAndFree(8, kMiB);  // The heap grows again afterwards.
 }
 
 // Unmaps what the heap keeps mapped but free (free chunks, cached
