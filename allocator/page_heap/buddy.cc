@@ -222,19 +222,6 @@ ChunkInfo* DetachFreeChunks(NodeHeap* h) {
   return detached;
 }
 
-size_t UnmapHeapChunks(ChunkInfo* list) {
-  size_t bytes = 0;
-  while (list != nullptr) {
-    ChunkInfo* next = list->cache_older;
-    SetChunks(list->base, kChunkSize, nullptr);
-    os::Unmap(reinterpret_cast<void*>(list->base), kChunkSize);
-    DeleteChunkInfo(list);
-    bytes += kChunkSize;
-    list = next;
-  }
-  return bytes;
-}
-
 // The order of the free block of c that contains page p, or -1 if p is in
 // use.  Free blocks are maximal and disjoint: at most one order matches.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p) {

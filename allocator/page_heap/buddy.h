@@ -95,12 +95,9 @@ inline void ParkRun(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
 // Takes the chunks of h that are wholly free (merging the parked run
 // first) off its lists and out of its counts, for their memory and address
 // space to go back to the OS; returns them as a list through cache_older.
-// The caller unmaps them after letting go of h->lock (UnmapHeapChunks).
+// The caller unmaps them after letting go of h->lock (UnmapDetached).
 // Only when the OS refuses memory: chunks otherwise stay mapped for good.
 ChunkInfo* DetachFreeChunks(NodeHeap* h);
-// Clears the pagemap entries of each chunk of such a list, unmaps it and
-// frees its record.  Returns their bytes.  Without the heap lock.
-size_t UnmapHeapChunks(ChunkInfo* list);
 
 // Aborts unless h's buddy state is consistent: lists, counts, merged
 // buddies, released bits only on free pages, the parked run.

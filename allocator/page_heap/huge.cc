@@ -31,10 +31,13 @@
 
 namespace cidmalloc::page_heap {
 
-void UnmapHuge(ChunkInfo* c) {
-  SetChunks(c->base, c->huge_bytes, nullptr);
-  os::Unmap(reinterpret_cast<void*>(c->base), c->huge_bytes);
+size_t UnmapRecord(ChunkInfo* c) {
+  const size_t bytes =
+      c->kind == ChunkKind::kHuge ? c->huge_bytes : kChunkSize;
+  SetChunks(c->base, bytes, nullptr);
+  os::Unmap(reinterpret_cast<void*>(c->base), bytes);
   DeleteChunkInfo(c);
+  return bytes;
 }
 
 namespace {
@@ -79,14 +82,9 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
     *zeroed = false;
     return reused;
   }
-  const int saved = errno;
-  void* mem = os::MapAligned(map_bytes, map_align);
-  if (mem == nullptr) {
-    if (DropFreeMappings() == 0) return nullptr;  // errno is ENOMEM.
-    mem = os::MapAligned(map_bytes, map_align);
-    if (mem == nullptr) return nullptr;
-    errno = saved;
-  }
+  void* mem = AllocOrDropAndRetry(
+      [&] { return os::MapAligned(map_bytes, map_align); });
+  if (mem == nullptr) return nullptr;
   ChunkInfo* info = NewChunkInfo();
   if (info == nullptr) {
     os::Unmap(mem, map_bytes);
@@ -120,24 +118,6 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   }
   *zeroed = true;
   return mem;
-}
-
-size_t DropFreeMappings() {
-  size_t bytes = 0;
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (int arena = 0; arena < kArenasPerNode; ++arena) {
-      NodeHeap* h = &g_heaps[node][arena];
-      ChunkInfo* cached = nullptr;
-      ChunkInfo* chunks;
-      {
-        os::SpinLockHolder hold(&h->lock);
-        if (arena == 0) cached = CacheEvict(h, 0);
-        chunks = DetachFreeChunks(h);
-      }
-      bytes += UnmapDetached(cached) + UnmapHeapChunks(chunks);
-    }
-  }
-  return bytes;
 }
 
 void FreeHuge(ChunkInfo* c, uintptr_t p) {

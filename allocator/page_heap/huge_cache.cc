@@ -85,8 +85,7 @@ size_t UnmapDetached(ChunkInfo* list) {
   size_t bytes = 0;
   while (list != nullptr) {
     ChunkInfo* next = list->cache_older;
-    bytes += list->huge_bytes;
-    UnmapHuge(list);
+    bytes += UnmapRecord(list);
     list = next;
   }
   return bytes;

@@ -55,8 +55,9 @@ ChunkInfo* CacheEvict(NodeHeap* h, size_t keep);
 // buddy heap's committed free bytes.
 size_t CacheLimit(const NodeHeap* h);
 
-// Unmaps every mapping of a detached list; returns their bytes.  Without
-// the heap lock.
+// Unmaps every record of a detached list (CacheEvict's, or heap chunks
+// from DetachFreeChunks: UnmapRecord); returns their bytes.  Without the
+// heap lock.
 size_t UnmapDetached(ChunkInfo* list);
 
 // Checks the cache's list and byte count (page_heap::CheckInvariants).

@@ -5,6 +5,7 @@
 #ifndef CIDMALLOC_ALLOCATOR_PAGE_HEAP_NODE_HEAP_H_
 #define CIDMALLOC_ALLOCATOR_PAGE_HEAP_NODE_HEAP_H_
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,10 +70,23 @@ size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p);
 // mapped but free may be what stands in the way.  Takes each heap's lock
 // in turn: the caller holds no heap lock.
 size_t DropFreeMappings();
-// Unmaps mappings that are no longer reachable (taken off the cache, or
-// never published): their pagemap entries, the memory, the record.  Without
-// the heap lock.
-void UnmapHuge(ChunkInfo* c);
+// Runs attempt(), an allocation from the OS (null or 0 when refused); if
+// it failed and DropFreeMappings gave anything back, runs it once more.
+// errno is as on entry when an attempt succeeds.
+template <class Attempt>
+auto AllocOrDropAndRetry(Attempt attempt) -> decltype(attempt()) {
+  const int saved = errno;
+  auto result = attempt();
+  if (result || DropFreeMappings() == 0) return result;  // errno: ENOMEM.
+  result = attempt();
+  if (result) errno = saved;
+  return result;
+}
+// Unmaps a record no longer reachable (a mapping taken off the cache or
+// never published, or a heap chunk DetachFreeChunks took): its pagemap
+// entries, the memory, the record.  Returns the bytes.  Without the heap
+// lock.
+size_t UnmapRecord(ChunkInfo* c);
 
 }  // namespace cidmalloc::page_heap
 

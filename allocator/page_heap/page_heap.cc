@@ -92,17 +92,10 @@ uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
     h->lock.Unlock();
     if (p != 0) return p;
   }
-  const int saved = errno;
-  if (const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out)) {
-    return p;
-  }
-  // The OS refused a chunk: the mappings the heaps keep free may be what
-  // stands in the way (an address-space limit); give them back and try
-  // once more.
-  if (DropFreeMappings() == 0) return 0;  // errno is ENOMEM.
-  const uintptr_t p = AllocPages(own, n, order, zeroed, chunk_out);
-  if (p != 0) errno = saved;
-  return p;
+  // If the OS refuses a chunk, the mappings the heaps keep free may be
+  // what stands in the way (an address-space limit).
+  return AllocOrDropAndRetry(
+      [&] { return AllocPages(own, n, order, zeroed, chunk_out); });
 }
 
 // Returns free blocks of order >= min_order to the OS until the node keeps
@@ -309,6 +302,21 @@ size_t ReleaseFreeMemory(size_t keep_bytes) {
     released += UnmapDetached(evicted);
   });
   return released;
+}
+
+size_t DropFreeMappings() {
+  size_t bytes = 0;
+  ForEachHeapInUse([&](NodeHeap* h) {
+    ChunkInfo* cached;
+    ChunkInfo* chunks;
+    {
+      os::SpinLockHolder hold(&h->lock);
+      cached = CacheEvict(h, 0);  // Only arena 0 caches mappings.
+      chunks = DetachFreeChunks(h);
+    }
+    bytes += UnmapDetached(cached) + UnmapDetached(chunks);
+  });
+  return bytes;
 }
 
 void RunAutomaticRelease(LockWait wait) {
