@@ -59,12 +59,23 @@ __thread OwnArea t_own_area CIDMALLOC_TLS_IE = {
 __thread bool t_in_init CIDMALLOC_TLS_IE = false;
 
 // Registers t_own_area for the calling thread.  Returns 0 or an errno.
+//
+// A registration the kernel made has set cpu_id by the time the call
+// returns (the area is updated on the way back to user space).  One that
+// leaves cpu_id untouched was never made: a seccomp filter answered the
+// call with 0 (SECCOMP_RET_ERRNO with no errno) without running it.  That
+// counts as ENOSYS, so the thread takes soft IDs, and the mode and the
+// statistics do not claim an rseq mode that nothing backs.
 int RegisterOwnArea() {
   const int saved = errno;
   const long r = syscall(SYS_rseq, &t_own_area, CIDMALLOC_RSEQ_AREA_SIZE, 0,
                          CIDMALLOC_RSEQ_SIG);
-  const int err = r == 0 ? 0 : errno;
+  int err = r == 0 ? 0 : errno;
   errno = saved;
+  // Volatile: the kernel, not this thread, wrote the field (it is only read).
+  if (err == 0 && *static_cast<volatile int32_t*>(&t_own_area.cpu_id) < 0) {
+    err = ENOSYS;
+  }
   return err;
 }
 

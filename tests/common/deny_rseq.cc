@@ -6,12 +6,16 @@
 // rseq (ENOSYS) or a sandbox that forbids it (EPERM) does.  In the new image
 // glibc's registration fails at start-up, so does cidmalloc's own, and the
 // allocator must find that out by itself and serve every thread in none mode
-// (CheckTargetMode then asks for mode and registration "none").  Unlike
+// (CheckTargetMode then asks for mode and registration "none").  With
+// TEST_DENY_RSEQ=FAKE the call returns 0 without registering anything, as
+// a sandbox that pretends to allow it: glibc and cidmalloc both believe
+// they registered, and cidmalloc must see that the kernel never wrote the
+// area.  Unlike
 // valgrind, which has no rseq either, the threads run truly in parallel.
 //
 // The filter stays across execve and is inherited by fork children and new
 // threads.  After the re-exec TEST_DENY_RSEQ_APPLIED is set, and the
-// constructor only checks that rseq(2) fails with the errno asked for; any
+// constructor only checks that rseq(2) answers as asked; any
 // failure here ends the process with a message (the test fails; it is never
 // silently run with rseq).  Without TEST_DENY_RSEQ it does nothing.
 #include <errno.h>
@@ -31,9 +35,10 @@ __attribute__((constructor)) void DenyRseq(int argc, char** argv, char**) {
   (void)argc;
   const char* v = getenv("TEST_DENY_RSEQ");
   if (v == nullptr || *v == '\0') return;
-  const int err = cidmalloc_test::DenyRseqErrno(v);
-  if (err == 0) {
-    fprintf(stderr, "deny_rseq: TEST_DENY_RSEQ=%s: want ENOSYS or EPERM\n", v);
+  int err = 0;
+  if (!cidmalloc_test::DenyRseqAnswer(v, &err)) {
+    fprintf(stderr, "deny_rseq: TEST_DENY_RSEQ=%s: want ENOSYS, EPERM or FAKE\n",
+            v);
     _exit(2);
   }
   if (getenv("TEST_DENY_RSEQ_APPLIED") == nullptr) {
@@ -45,12 +50,13 @@ __attribute__((constructor)) void DenyRseq(int argc, char** argv, char**) {
     DenyRseqDie("deny_rseq", "execv(/proc/self/exe)", errno);
   }
   // The re-executed image: a kernel that allows rseq fails this call with
-  // EINVAL (no area); the filter makes it fail with `err`.
+  // EINVAL (no area); the filter makes it fail with `err`, or return 0.
   errno = 0;
   const long r = syscall(SYS_rseq, nullptr, 0, 0, 0);
-  if (r != -1 || errno != err) {
-    fprintf(stderr, "deny_rseq: rseq(2) gave %ld, errno %d; want -1, %s\n", r,
-            errno, v);
+  const long want = err == 0 ? 0 : -1;
+  if (r != want || errno != err) {
+    fprintf(stderr, "deny_rseq: rseq(2) gave %ld, errno %d; want %ld (%s)\n",
+            r, errno, want, v);
     _exit(2);
   }
 }

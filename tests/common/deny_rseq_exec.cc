@@ -1,9 +1,9 @@
 // tests/common/deny_rseq_exec.cc: runs a program with rseq(2) denied.
 //
-//   deny_rseq_exec ENOSYS|EPERM CMD [ARGS...]
+//   deny_rseq_exec ENOSYS|EPERM|FAKE CMD [ARGS...]
 //
 // Installs the seccomp filter of deny_rseq_filter.h (rseq(2) fails with the
-// errno named) and executes CMD (searched in PATH) with the environment it
+// errno named, or FAKE: returns 0 without registering anything) and executes CMD (searched in PATH) with the environment it
 // was given, LD_PRELOAD included: a preloaded libcidmalloc.so then starts in
 // a process where neither glibc nor cidmalloc can register rseq
 // (tests/preload_test.sh).  Exits 2 with a message if it cannot.
@@ -14,9 +14,9 @@
 #include "tests/common/deny_rseq_filter.h"
 
 int main(int argc, char** argv) {
-  const int err = argc >= 3 ? cidmalloc_test::DenyRseqErrno(argv[1]) : 0;
-  if (err == 0) {
-    fprintf(stderr, "usage: deny_rseq_exec ENOSYS|EPERM CMD [ARGS...]\n");
+  int err = 0;
+  if (argc < 3 || !cidmalloc_test::DenyRseqAnswer(argv[1], &err)) {
+    fprintf(stderr, "usage: deny_rseq_exec ENOSYS|EPERM|FAKE CMD [ARGS...]\n");
     return 2;
   }
   cidmalloc_test::InstallDenyRseqFilter("deny_rseq_exec", err);

@@ -25,17 +25,27 @@ namespace cidmalloc_test {
   _exit(2);
 }
 
-// ENOSYS or EPERM from their names; 0 for anything else.
-inline int DenyRseqErrno(const char* name) {
-  if (strcmp(name, "ENOSYS") == 0) return ENOSYS;
-  if (strcmp(name, "EPERM") == 0) return EPERM;
-  return 0;
+// What rseq(2) answers under the filter, from its TEST_DENY_RSEQ name:
+// ENOSYS or EPERM (the call fails with that errno), or FAKE (the call
+// returns 0 without running: a sandbox that pretends to allow it; the
+// area is never registered).  Returns false for any other name.
+inline bool DenyRseqAnswer(const char* name, int* err) {
+  if (strcmp(name, "ENOSYS") == 0) {
+    *err = ENOSYS;
+  } else if (strcmp(name, "EPERM") == 0) {
+    *err = EPERM;
+  } else if (strcmp(name, "FAKE") == 0) {
+    *err = 0;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // From now on, in this process and everything it forks or executes,
 // rseq(2) fails with `err` (as a kernel without rseq does with ENOSYS, or
-// a sandbox that forbids it with EPERM); every other system call is
-// allowed.  A system call of another architecture (x32, i386) kills the
+// a sandbox that forbids it with EPERM), or returns 0 without running if
+// `err` is 0; every other system call is allowed.  A system call of another architecture (x32, i386) kills the
 // process, since its numbers differ.  Sets no_new_privs first, so that an
 // unprivileged process may install it.  Ends the process on failure.
 inline void InstallDenyRseqFilter(const char* who, int err) {
