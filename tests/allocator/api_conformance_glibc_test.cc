@@ -3,6 +3,10 @@
 // __libc_* names, and cidmalloc.h's statistics (part of the
 // api_conformance_*_test binaries; see api_conformance_test.cc).
 
+#include <sched.h>
+
+#include <thread>
+
 #include "tests/allocator/api_conformance.h"
 
 namespace {
@@ -358,6 +362,43 @@ TEST(CidmallocStats, CountersFollowCidmallocStats) {
       EXPECT_EQ(after.remote_frees, 0u);
       EXPECT_EQ(after.local_allocs, after.mallocs);
     }
+  }
+}
+
+// cache_hits counts only what an ID's cache served (stats.cc CountAlloc):
+// right after malloc_trim every cache is empty, so a fresh thread's first
+// malloc misses, and its refill serves the next ones.  The thread pins
+// itself to the cpu it starts on, so that cpu mode keeps one slab, and is
+// the only thread that allocates meanwhile (the main thread waits in join;
+// the block array is on its stack).
+TEST(CidmallocStats, AFreshThreadMissesFirstThenHits) {
+  if (Stats().counting == 0) GTEST_SKIP() << "counting is off (CIDMALLOC_STATS)";
+  constexpr int kBlocks = 200;
+  cidmalloc_stats s0{}, s1{}, s2{};
+  bool pinned = false;
+  std::thread t([&] {
+    pinned = cidmalloc_test::PinToCpu(sched_getcpu());
+    void* blocks[kBlocks];
+    malloc_trim(0);
+    s0 = Stats();
+    blocks[0] = malloc(64);
+    s1 = Stats();
+    for (int i = 1; i < kBlocks; ++i) blocks[i] = malloc(64);
+    s2 = Stats();
+    for (void* p : blocks) free(p);
+  });
+  t.join();
+  ASSERT_TRUE(pinned);
+  EXPECT_EQ(s1.mallocs - s0.mallocs, 1u);
+  EXPECT_EQ(s1.cache_hits - s0.cache_hits, 0u)
+      << "the first malloc after malloc_trim counted as a cache hit";
+  EXPECT_EQ(s2.mallocs - s1.mallocs, uint64_t{kBlocks - 1});
+  EXPECT_GE(s2.cache_hits - s1.cache_hits, 1u)
+      << "nothing the refill brought was counted as a hit";
+  EXPECT_LE(s2.cache_hits - s1.cache_hits, uint64_t{kBlocks - 1});
+  if (s2.num_nodes == 1) {
+    // One node: every block is node-local.
+    EXPECT_EQ(s2.local_allocs - s0.local_allocs, uint64_t{kBlocks});
   }
 }
 

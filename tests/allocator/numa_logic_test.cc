@@ -277,25 +277,38 @@ TEST_F(NumaLogicTest, StaleCachesAreTheOnlySourceOfRemoteObjects) {
 
 // A thread that moves from node 0 to node 1 may first get back what it
 // cached on node 0; once its cache misses, the cache is flushed and every
-// allocation is local.
+// allocation is local.  With counting on, local_allocs counts exactly the
+// allocations whose chunk is on the allocating thread's node: the ones
+// after the move, less the node-0 objects the cache handed back.  A soft
+// ID (none mode) stays with its thread, so there the cache is the one
+// filled on node 0 and at least one allocation is not local.
 TEST_F(NumaLogicTest, MigratingThreadTurnsLocalAfterItsCacheEmpties) {
+  constexpr int kAllocs = 2000;
   const size_t size = 700;
   const int cls = ClassOf(size);
   std::vector<int> nodes;
+  cidmalloc_stats before{}, after{};
   bool pinned = true;
   malloc_trim(0);
   std::thread t([&] {
     pinned = PinToCpu(0);
+    // Room for every pointer and node, reserved on node 0: after the move
+    // the test allocates nothing of its own (a miss of another class
+    // would flush the cache), and only the kAllocs mallocs count.
     std::vector<void*> v;
+    v.reserve(kAllocs);
+    nodes.reserve(kAllocs);
     for (int i = 0; i < 200; ++i) v.push_back(malloc(size));
     for (void* p : v) free(p);  // The cache is full of node-0 objects.
-    pinned = pinned && PinToCpu(1);
     v.clear();
-    for (int i = 0; i < 2000; ++i) {
+    pinned = pinned && PinToCpu(1);
+    before = Stats();
+    for (int i = 0; i < kAllocs; ++i) {
       void* p = malloc(size);
       v.push_back(p);
       nodes.push_back(NodeOfPointer(p));
     }
+    after = Stats();
     for (void* p : v) free(p);
   });
   t.join();
@@ -306,6 +319,15 @@ TEST_F(NumaLogicTest, MigratingThreadTurnsLocalAfterItsCacheEmpties) {
       << "node-0 objects handed out after the move";
   for (size_t i = first_local; i < nodes.size(); ++i) {
     ASSERT_EQ(nodes[i], 1) << "allocation #" << i << " after the move";
+  }
+  if (after.counting) {
+    EXPECT_EQ(after.mallocs - before.mallocs, uint64_t{kAllocs});
+    EXPECT_EQ(after.local_allocs - before.local_allocs, kAllocs - first_local)
+        << first_local << " node-0 objects were handed out on node 1";
+    if (std::string(after.mode) == "none") {
+      EXPECT_GT(first_local, 0u)
+          << "the soft ID's cache, filled on node 0, handed out nothing";
+    }
   }
   if (first_local > 0) {
     printf("note: %zu node-0 objects were handed out on node 1 before the "
