@@ -206,18 +206,31 @@ std::string ReadAll(int fd) {
 // Runs this binary as a child that prints what the library detected, with
 // CIDMALLOC_RSEQ_MODE=knob (unset if null).  With `soft` (then the child
 // prints only whether the soft IDs' owner protocol runs), also
-// CIDMALLOC_RSEQ_SOFT=*soft, unset if *soft is null.
-ChildResult RunKnobChild(const char* knob, const char* const* soft = nullptr) {
+// CIDMALLOC_RSEQ_SOFT=*soft, unset if *soft is null.  With `node_ids` (then
+// the child prints only its ID kind and count), CIDMALLOC_RSEQ_NODE_IDS=
+// *node_ids, unset if *node_ids is null; without, the variable is passed on
+// as this process has it.
+ChildResult RunKnobChild(const char* knob, const char* const* soft = nullptr,
+                         const char* const* node_ids = nullptr) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "CIDMALLOC_RSEQ_MODE=", 20) == 0) continue;
     if (strncmp(*e, "CIDMALLOC_RSEQ_SOFT=", 20) == 0) continue;
+    if (node_ids != nullptr &&
+        strncmp(*e, "CIDMALLOC_RSEQ_NODE_IDS=", 24) == 0) {
+      continue;
+    }
     env.push_back(*e);
   }
-  env.push_back(soft ? "RSEQ_DETECTION_CHILD=soft" : "RSEQ_DETECTION_CHILD=1");
+  env.push_back(soft       ? "RSEQ_DETECTION_CHILD=soft"
+                : node_ids ? "RSEQ_DETECTION_CHILD=ids"
+                           : "RSEQ_DETECTION_CHILD=1");
   if (knob != nullptr) env.push_back(std::string("CIDMALLOC_RSEQ_MODE=") + knob);
   if (soft != nullptr && *soft != nullptr) {
     env.push_back(std::string("CIDMALLOC_RSEQ_SOFT=") + *soft);
+  }
+  if (node_ids != nullptr && *node_ids != nullptr) {
+    env.push_back(std::string("CIDMALLOC_RSEQ_NODE_IDS=") + *node_ids);
   }
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
@@ -323,10 +336,57 @@ TEST(Detection, SoftKnobHonouredForEveryValue) {
   }
 }
 
+// CIDMALLOC_RSEQ_NODE_IDS in the best mode: on makes cid mode's IDs
+// node-qualified even on one node, off keeps raw cids, auto (also unset
+// and empty) qualifies them on a machine with several nodes, and anything
+// else warns in one line and means auto.  Where the kernel has no node_id
+// (or the mode is not cid) every value gives raw IDs, but the warning
+// stays.
+TEST(Detection, NodeIdsKnobHonouredForEveryValue) {
+  int own_probe = -1;
+  struct Case {
+    const char* knob;  // nullptr: unset
+    bool warn_invalid;
+  };
+  const Case cases[] = {
+      {nullptr, false}, {"auto", false}, {"on", false},
+      {"off", false},   {"", false},     {"bogus", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("CIDMALLOC_RSEQ_NODE_IDS=") +
+                 (c.knob ? c.knob : "(unset)"));
+    const Expectation e = ComputeExpectation(kModeCid, &own_probe, c.knob);
+    ChildResult r = RunKnobChild(nullptr, nullptr, &c.knob);
+    ASSERT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+        << "child status " << r.status << " stderr: " << r.err;
+    const rs::IdKind kind = e.mode == kModeNone ? rs::IdKind::kNone
+                            : e.node_qualified  ? rs::IdKind::kNodeQualified
+                                                : rs::IdKind::kRaw;
+    char want[128];
+    snprintf(want, sizeof want, "id_kind=%d num_rseq_ids=%u\n",
+             static_cast<int>(kind), e.num_rseq_ids);
+    EXPECT_EQ(r.out, want) << Describe(e);
+    if (c.warn_invalid) {
+      EXPECT_EQ(r.err,
+                "cidmalloc: CIDMALLOC_RSEQ_NODE_IDS=bogus is not one of "
+                "auto|on|off; using auto\n");
+    } else {
+      EXPECT_EQ(r.err, "");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* child = getenv("RSEQ_DETECTION_CHILD");
+  if (child != nullptr && strcmp(child, "ids") == 0) {
+    // For Detection.NodeIdsKnobHonouredForEveryValue.
+    const rs::ProcessState& p = rs::Process();
+    printf("id_kind=%d num_rseq_ids=%u\n", static_cast<int>(p.id_kind),
+           p.num_rseq_ids);
+    return 0;
+  }
   if (child != nullptr && strcmp(child, "soft") == 0) {
     // For Detection.SoftKnobHonouredForEveryValue.
     rs::EnsureInit();

@@ -272,8 +272,12 @@ struct Expectation {
 
 // The state the library must report, for mode cap `cap`, computed from
 // auxv, glibc's exported symbols and kernel probes.  `own_probe` caches
-// KernelAcceptsOwnRseqArea() (-1: not probed yet).
-inline Expectation ComputeExpectation(int cap, int* own_probe = nullptr) {
+// KernelAcceptsOwnRseqArea() (-1: not probed yet).  `node_ids` is the value
+// of CIDMALLOC_RSEQ_NODE_IDS the library sees (nullptr: unset), by default
+// this process's.
+inline Expectation ComputeExpectation(
+    int cap, int* own_probe = nullptr,
+    const char* node_ids_knob = getenv("CIDMALLOC_RSEQ_NODE_IDS")) {
   Expectation e;
   e.cap = cap;
   e.feature_size = static_cast<uint32_t>(getauxval(kAtRseqFeatureSize));
@@ -300,8 +304,8 @@ inline Expectation ComputeExpectation(int cap, int* own_probe = nullptr) {
   e.mode = cap < e.best_mode ? cap : e.best_mode;
   e.fence = e.mode != kModeNone && MembarrierRseqSupported();
   e.nodes = PossibleNodeCount();
-  const char* knob = getenv("CIDMALLOC_RSEQ_NODE_IDS");
-  const std::string node_ids = knob != nullptr ? knob : "";
+  // Anything but on and off means auto (an invalid value with a warning).
+  const std::string node_ids = node_ids_knob != nullptr ? node_ids_knob : "";
   e.node_qualified = e.mode == kModeCid && e.has_node_id &&
                      node_ids != "off" &&
                      (node_ids == "on" || e.nodes >= 2) &&
