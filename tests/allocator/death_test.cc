@@ -118,6 +118,31 @@ TEST(DeathTest, FreeInsideAHugeBlock) {
   }
 }
 
+// The start of an object the heap has not handed out yet: not caught at
+// free (the cache takes it), but when it goes back to its span (README.md,
+// "Behaviour on bad input").  A fresh span hands out its objects a batch at
+// a time, so after one malloc its last object was never carved.
+TEST(DeathTest, FreeOfAnObjectNeverHandedOutIsCaughtAtItsSpan) {
+  const size_t size = 3000;
+  const cidmalloc::central::SizeClassInfo& k =
+      cidmalloc::central::Class(cidmalloc::central::ClassOf(size));
+  const uint32_t objects = k.span_bytes / k.size;
+  ASSERT_GT(objects, 2u * k.batch) << "one batch carves the whole span";
+  EXPECT_ABORT(
+      {
+        void* p = malloc(size);
+        const uintptr_t start =
+            reinterpret_cast<uintptr_t>(p) & ~uintptr_t{k.span_bytes - 1};
+        void* last =
+            reinterpret_cast<void*>(start + uintptr_t{objects - 1} * k.size);
+        if (last != p) {
+          free(Opaque(last));
+          malloc_trim(0);  // The caches drained: to the span it goes.
+        }
+      },
+      Re("free\\(\\): invalid pointer \\(an object never handed out\\)"));
+}
+
 // ---- Double frees ----------------------------------------------------------
 
 TEST(DeathTest, DoubleFreeOfASmallObjectImmediately) {
