@@ -170,17 +170,35 @@ TEST(DeathTest, DoubleFreeOfASmallObjectSittingInTheCache) {
       Re("free\\(\\): double free of"));
 }
 
-TEST(DeathTest, DoubleFreeOfASmallObjectBackInTheCentralList) {
+// A double free the free cookie cannot see: the object went back to its
+// span, and then a use-after-free write overwrote its second word (the
+// cookie).  The second free is taken into a cache; when it goes back to
+// the span, the span's bitmap shows the object free already.
+TEST(DeathTest, DoubleFreeOfASmallObjectBackInItsSpan) {
   EXPECT_ABORT(
       {
+        const uintptr_t span_bytes =
+            cidmalloc::central::Class(cidmalloc::central::ClassOf(96))
+                .span_bytes;
         std::vector<void*> v;
-        for (int i = 0; i < 5000; ++i) v.push_back(malloc(96));
+        for (int i = 0; i < 100; ++i) v.push_back(malloc(96));
         void* victim = v[10];
-        for (void* p : v) free(p);
-        malloc_trim(0);  // Caches drained: victim is in its span's list.
-        free(Opaque(victim));
+        // The others stay live, so the victim's span (shared with one of
+        // its neighbours) stays with its list and keeps its bitmap.
+        const auto span_of = [&](void* p) {
+          return reinterpret_cast<uintptr_t>(p) & ~(span_bytes - 1);
+        };
+        bool shared = false;
+        for (void* p : v) shared |= p != victim && span_of(p) == span_of(victim);
+        free(victim);
+        malloc_trim(0);  // Caches drained: victim is free in its span.
+        memset(Opaque(victim), 0x5a, 16);  // The write erases the cookie.
+        if (shared) {
+          free(Opaque(victim));  // Taken: no cookie.
+          malloc_trim(0);        // Back to the span: caught.
+        }
       },
-      Re("free\\(\\): double free"));
+      Re("free\\(\\): double free \\(the object is free in its span\\)"));
 }
 
 TEST(DeathTest, DoubleFreeOfALargeBlock) {
