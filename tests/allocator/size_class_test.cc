@@ -3,8 +3,9 @@
 //
 // Prints the whole table (class, size, span bytes, objects per span, batch,
 // max capacity, worst-case and average internal fragmentation over the
-// request sizes that map to the class), then checks the lookups against
-// brute force and the table against its documented invariants.
+// request sizes that map to the class) and asserts the worst waste above
+// 128 bytes, then checks the lookups against brute force and the table
+// against its documented invariants.
 #include <stdint.h>
 #include <stdio.h>
 
@@ -35,14 +36,21 @@ void RequestRange(int c, size_t* first, size_t* last) {
   *last = Class(c).size;
 }
 
+// Prints the table, and asserts what it prints: each class's worst and
+// average waste over its request sizes, and the worst waste above 128 bytes
+// within the bound size_classes.h documents (1/9 of the object, so within
+// the 20% the table was built for).
 TEST(SizeClasses, PrintTable) {
   printf("%5s %7s %9s %8s %6s %8s %9s %9s\n", "class", "size", "span", "objs",
          "batch", "max_cap", "worst%", "avg%");
-  double worst_above_128 = 0;
+  // The worst request above 128 bytes: worst_s of a worst_size-byte object.
+  size_t worst_s = 0;
+  uint32_t worst_size = 0;
   for (int c = 1; c < kNumClasses; ++c) {
     const SizeClassInfo& k = Class(c);
     size_t first, last;
     RequestRange(c, &first, &last);
+    ASSERT_LE(first, last) << "class " << c << " serves no request size";
     double worst = 0, sum = 0;
     size_t count = 0;
     for (size_t s = first == 0 ? 1 : first; s <= last; ++s) {
@@ -50,15 +58,31 @@ TEST(SizeClasses, PrintTable) {
       if (waste > worst) worst = waste;
       sum += waste;
       ++count;
-      if (s > 128 && waste > worst_above_128) worst_above_128 = waste;
+      // (size - s) / size > (worst_size - worst_s) / worst_size, in integers.
+      if (s > 128 && (worst_size == 0 || (k.size - s) * worst_size >
+                                             (worst_size - worst_s) * k.size)) {
+        worst_s = s;
+        worst_size = k.size;
+      }
     }
+    const double avg = count != 0 ? sum / count : 0.0;
+    // The smallest request of the class wastes the most; the average less.
+    EXPECT_EQ(worst, static_cast<double>(k.size - (first == 0 ? 1 : first)) /
+                         k.size)
+        << "class " << c;
+    EXPECT_LE(avg, worst) << "class " << c;
     printf("%5d %7u %9u %8u %6u %8u %8.1f%% %8.1f%%\n", c, k.size,
            k.span_bytes, k.span_bytes / k.size, k.batch, k.max_capacity,
-           100 * worst, count != 0 ? 100 * sum / count : 0.0);
+           100 * worst, 100 * avg);
   }
-  printf("worst internal fragmentation above 128 bytes: %.1f%%\n",
-         100 * worst_above_128);
-  SUCCEED();
+  ASSERT_NE(worst_size, 0u);
+  const size_t wasted = worst_size - worst_s;
+  printf("worst internal fragmentation above 128 bytes: %.1f%% "
+         "(%zu bytes of %u for a request of %zu)\n",
+         100.0 * static_cast<double>(wasted) / worst_size, wasted, worst_size,
+         worst_s);
+  EXPECT_LE(5 * wasted, worst_size) << "more than 20% wasted";
+  EXPECT_LE(9 * wasted, worst_size) << "more than size_classes.h's 1/9";
 }
 
 TEST(SizeClasses, ClassOfIsTheSmallestClassThatFits) {
