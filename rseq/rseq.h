@@ -485,6 +485,19 @@ bool TryQuiesceId(uint32_t id);
 // before initialisation: the handlers then have nothing to do.
 void RegisterForkHandlers();
 
+// vfork(2) (rseq/vfork.cc).  A vfork child shares its parent thread's rseq
+// area but gets no registration from the kernel, so it would run critical
+// sections on the parent's ID unprotected.  A vfork wrapper calls
+// VforkPrepare() in the parent before the system call (it blocks every
+// signal and undoes the thread's registration), VforkChild() in the child
+// after it (the child registers the area for itself) and VforkParent() in
+// the parent once the child has exec'd or exited (the thread registers the
+// area again); the last two restore the signal mask.  None of them
+// allocates or changes errno.
+void VforkPrepare();
+void VforkChild();
+void VforkParent();
+
 }  // namespace cidmalloc::rseq
 
 #endif  // CIDMALLOC_RSEQ_RSEQ_H_

@@ -24,5 +24,8 @@ check locality.cidmalloc_preload 180 \
 
 # The _cid targets: they ask for the best mode, which is cpu here.
 gtest allocator/api_conformance_cid_test 240
+# vfork children that allocate: the child registers the area for itself on
+# 6.1 too, and the parent again afterwards.
+gtest allocator_stress/vfork_cid_test 120
 gtest allocator_stress/per_id_stress_cid_test 300 \
   'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'

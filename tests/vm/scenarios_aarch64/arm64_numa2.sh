@@ -34,6 +34,8 @@ gtest rseq/stress_qualified_test 300 \
 gtest allocator_stress/per_id_stress_cid_test 300 \
   'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
 gtest allocator/api_conformance_cid_test 240
+# The AArch64 vfork (allocator/api/vfork.cc): children that allocate.
+gtest allocator_stress/vfork_cid_test 180
 
 # Real programs (preload_check: the same output as on glibc's malloc, and
 # cidmalloc's summary in cid mode), smaller than on the host for CI's
