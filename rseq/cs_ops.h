@@ -42,9 +42,11 @@ inline constexpr bool kHaveSections = true;
 
 // Each function returns true on commit and false on failure (bad ID, absent
 // per-ID region, empty or full stack, and for the node-qualified pushes a
-// thread not on `node`); an abort restarts it internally.  K selects the
-// ID kind (kRaw or kNodeQualified); the caller knows which the process
-// uses.
+// thread not on `node`); an abort restarts it internally, unless
+// RestartAfterAbort() says to give up: the operation then fails as if the
+// stack were empty or full, which every caller handles by its slow path.
+// K selects the ID kind (kRaw or kNodeQualified); the caller knows which
+// the process uses.
 
 // counter(id) += delta, where counter(id) = base + (id << 6).
 template <IdKind K = IdKind::kRaw>
@@ -68,7 +70,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
 #undef CIDMALLOC_RSEQ_OPERANDS
     return true;
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -190,7 +192,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
     *item = v;
     return true;
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -236,7 +238,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
 #undef CIDMALLOC_RSEQ_LABELS
     return true;
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -273,7 +275,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
 #undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<uint32_t>(o - out);
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
@@ -315,7 +317,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
 #undef CIDMALLOC_RSEQ_LABELS
     return static_cast<uint32_t>(i - in);
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
@@ -351,7 +353,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
 #undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<int64_t>(c);
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return -1;
@@ -374,7 +376,10 @@ __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
     *node = nd;
     return;
   abort:
-    continue;
+    if (RestartAfterAbort()) continue;
+    *cpu = -1;  // Unknown: the callers ask the kernel.
+    *node = -1;
+    return;
   }
 }
 

@@ -127,9 +127,14 @@ int GetCpuSlow(unsigned* cpu, unsigned* node) {
   return getcpu(cpu, node);
 }
 
+__thread uint32_t t_aborts CIDMALLOC_TLS_IE = 0;
+
 void CounterAddSlow(uintptr_t base, int64_t delta) {
   EnsureInit();
-  while (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
+  // A failure (an ID out of range, or a section that gave up after its
+  // aborts) adds to the thread's soft ID's counter instead: the sums add
+  // every ID's.
+  if (cs::kHaveSections && OperationPath() == ThreadPath::kRseq) {
     if (IsQualified() ? cs::CounterAdd<IdKind::kNodeQualified>(base, delta)
                       : cs::CounterAdd(base, delta)) {
       return;
