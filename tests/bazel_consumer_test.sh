@@ -133,7 +133,10 @@ for mode in fastbuild opt; do
     continue
   fi
   bin="$(consumer_bazel info -c "$mode" bazel-bin 2>/dev/null)/service"
-  if ! nm "$bin" | grep -qE ' T malloc$'; then
+  # grep -q on nm's whole output, not on a pipe: under pipefail, grep -q
+  # exiting at its match gives nm, still writing, SIGPIPE, and the pipeline
+  # fails: it did in a CI run here, for -c fastbuild, and then for both.
+  if ! grep -qE ' T malloc$' <<<"$(nm "$bin")"; then
     fail "-c $mode: the program does not define malloc"
     continue
   fi

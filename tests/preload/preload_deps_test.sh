@@ -28,7 +28,8 @@ else
   fail=1
 fi
 
-if readelf -d "$no_libstdcxx" | grep -q 'NEEDED.*libstdc++'; then
+# Not a pipe into grep -q (under pipefail, readelf could die of SIGPIPE).
+if grep -q 'NEEDED.*libstdc++' <<<"$(readelf -d "$no_libstdcxx")"; then
   echo "FAIL: the C test program itself needs libstdc++"
   fail=1
 fi
