@@ -42,9 +42,14 @@ inline constexpr bool kHaveSections = true;
 
 // Each function returns true on commit and false on failure (bad ID, absent
 // per-ID region, empty or full stack, and for the node-qualified pushes a
-// thread not on `node`); an abort restarts it internally, unless
-// RestartAfterAbort() says to give up: the operation then fails as if the
-// stack were empty or full, which every caller handles by its slow path.
+// thread not on `node`); an abort restarts it internally, up to
+// kAbortsBeforeGivingUp aborts in a row (state.h): the operation then
+// fails as if the stack were empty or full (or the region absent), which
+// every caller handles by its slow path.  The count is the loop's own
+// (one `mov` of the limit on entry): a thread-local count, which no
+// success reset, made the thread's every 64th abort a failure, and
+// AdjustCapacity then reported an absent region it had
+// (tests/rseq: stress_cpu_test, adjust_inject1).
 // K selects the ID kind (kRaw or kNodeQualified); the caller knows which
 // the process uses.
 
@@ -52,7 +57,7 @@ inline constexpr bool kHaveSections = true;
 template <IdKind K = IdKind::kRaw>
 __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
                                                       int64_t delta) {
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id;
 #define CIDMALLOC_RSEQ_OPERANDS                                   \
   : [id] "=&r"(id)                                                \
@@ -70,7 +75,7 @@ __attribute__((always_inline)) inline bool CounterAdd(uintptr_t base,
 #undef CIDMALLOC_RSEQ_OPERANDS
     return true;
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -167,7 +172,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
     static_assert(K == IdKind::kRaw);
     return PopOnce<IdKind::kRaw>(table, offset, item);
   }
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id, n;
     uintptr_t s;
     void* v;
@@ -192,7 +197,7 @@ __attribute__((always_inline)) inline bool Pop(void* const* table,
     *item = v;
     return true;
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -211,7 +216,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
     (void)node;
     return PushOnce<IdKind::kRaw>(table, offset, item);
   }
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id, n;
     uintptr_t s;
 #define CIDMALLOC_RSEQ_OPERANDS                                               \
@@ -238,7 +243,7 @@ __attribute__((always_inline)) inline bool Push(void* const* table,
 #undef CIDMALLOC_RSEQ_LABELS
     return true;
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return false;
@@ -253,7 +258,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
                                                         uintptr_t offset,
                                                         void** out,
                                                         uint32_t want) {
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id, n, end, m;
     uintptr_t s;
     void** o = out;
@@ -275,7 +280,7 @@ __attribute__((always_inline)) inline uint32_t PopBatch(void* const* table,
 #undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<uint32_t>(o - out);
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
@@ -292,7 +297,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
                                                          void* const* in,
                                                          uint32_t want,
                                                          int32_t node = 0) {
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id, n, end, w;
     uintptr_t s;
     void* const* i = in;
@@ -317,7 +322,7 @@ __attribute__((always_inline)) inline uint32_t PushBatch(void* const* table,
 #undef CIDMALLOC_RSEQ_LABELS
     return static_cast<uint32_t>(i - in);
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return 0;
@@ -333,7 +338,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
     void* const* table, uintptr_t offset, int32_t delta, uint32_t limit) {
   // The capacity is 16 bits (rseq/abi.h).
   if (limit > CIDMALLOC_STACK_MAX_CAPACITY) limit = CIDMALLOC_STACK_MAX_CAPACITY;
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     uint64_t id, c;
     uintptr_t s;
 #define CIDMALLOC_RSEQ_OPERANDS                                               \
@@ -353,7 +358,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
 #undef CIDMALLOC_RSEQ_OPERANDS
     return static_cast<int64_t>(c);
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
   fail:
     CIDMALLOC_RSEQ_FAIL_BARRIER();
     return -1;
@@ -365,7 +370,7 @@ __attribute__((always_inline)) inline int64_t AdjustCapacity(
 // even across a migration.  No commit: the last load ends the section.
 __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
                                                    int32_t* node) {
-  for (;;) {
+  for (uint32_t aborts = 0;; ++aborts) {
     int32_t c, nd;
     asm volatile goto(CIDMALLOC_RSEQ_CPU_NODE_ASM
                       : [c] "=&r"(c), [nd] "=&r"(nd)
@@ -376,7 +381,7 @@ __attribute__((always_inline)) inline void CpuNode(int32_t* cpu,
     *node = nd;
     return;
   abort:
-    if (RestartAfterAbort()) continue;
+    if (aborts + 1 < kAbortsBeforeGivingUp) continue;
     *cpu = -1;  // Unknown: the callers ask the kernel.
     *node = -1;
     return;

@@ -127,8 +127,6 @@ int GetCpuSlow(unsigned* cpu, unsigned* node) {
   return getcpu(cpu, node);
 }
 
-__thread uint32_t t_aborts CIDMALLOC_TLS_IE = 0;
-
 void CounterAddSlow(uintptr_t base, int64_t delta) {
   EnsureInit();
   // A failure (an ID out of range, or a section that gave up after its

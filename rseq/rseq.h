@@ -249,9 +249,10 @@ inline int GetCpu(unsigned* cpu, unsigned* node) {
 
 // ---- Restartable per-ID operations -----------------------------------------
 // Fast path budget (x86-64, GCC 12 -O2): from function entry (the ID-kind
-// check) through the commit, Pop is 20 instructions, Push 22, CounterAdd 12,
+// check) through the commit, Pop is 21 instructions, Push 23, CounterAdd 13,
 // and the allocator's wide sections (PopUnchecked / PushUnchecked, below)
-// 16 and 18, with no lock, xchg or system call;
+// 17 and 19 (each one the count of aborts in a row, rseq/cs_ops.h), with
+// no lock, xchg or system call;
 // tests/rseq_cs/fast_path_budget_test.sh checks it.  The inline path is the
 // raw-ID section; node-qualified IDs, soft IDs and failures go to the slow
 // paths, out of line and reached by a tail call.

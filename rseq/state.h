@@ -142,23 +142,13 @@ inline ThreadPath CurrentThreadPath() {
   return ThreadPathSlow();
 }
 
-// Called by a critical section that aborted (rseq/cs_ops.h): true to run
-// it again, false, at every kAbortsPerGiveUp-th abort of the thread, to
-// give up, and the operation then fails as on an empty or full stack (its
-// caller takes the slow path).  Aborts are rare (a preemption, migration
-// or signal inside a section), so the slow path it costs is too, but a
-// thread single-stepped by a debugger (ptrace) aborts at every step and
-// would otherwise restart the same section for ever.  Inline and without
-// a call: a call on the abort path would make the sections' functions
-// save registers on entry (the fast path's budget caught 6 instructions).
-inline constexpr uint32_t kAbortsPerGiveUp = 64;
-// The calling thread's aborts since it last gave up.
-extern __thread uint32_t t_aborts CIDMALLOC_TLS_IE CIDMALLOC_HIDDEN;
-inline bool RestartAfterAbort() {
-  const uint32_t n = t_aborts + 1;
-  t_aborts = n < kAbortsPerGiveUp ? n : 0;
-  return n < kAbortsPerGiveUp;
-}
+// A critical section that aborted this many times in a row (rseq/cs_ops.h)
+// gives up: the operation then fails as on an empty or full stack, and its
+// caller takes the slow path.  A few aborts in a row are rare (a
+// preemption, migration or signal inside the section), 64 never happen,
+// but a thread single-stepped by a debugger (ptrace) aborts at every step
+// and would otherwise restart the same section for ever.
+inline constexpr uint32_t kAbortsBeforeGivingUp = 64;
 
 // The calling thread's soft ID, allocated on first use (absolute index).
 uint32_t CurrentSoftId();

@@ -6,9 +6,8 @@
 // aborted when it resumes: a section that restarted after every abort
 // never completed (gdb stepping into malloc in cpu mode hung; 64-instruction
 // loops of `stepi` never left rseq::cs::Pop).  Since the sections give up
-// after rseq::kAbortsPerGiveUp aborts and fail to their slow paths
-// (rseq/state.h, RestartAfterAbort), a single-stepped malloc and free
-// complete.  Built for cid, cpu, none and node-qualified IDs (BUILD).
+// after rseq::kAbortsBeforeGivingUp aborts in a row and fail to their slow
+// paths (rseq/state.h), a single-stepped malloc and free complete.  Built for cid, cpu, none and node-qualified IDs (BUILD).
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
