@@ -34,6 +34,8 @@
 #else
 #define CIDMALLOC_RSEQ_SIG 0x53053053
 #endif
+// rseq(2)'s flags argument: undo the calling thread's registration.
+#define CIDMALLOC_RSEQ_FLAG_UNREGISTER 1
 // AT_RSEQ_FEATURE_SIZE thresholds: the end offset of each field.
 #define CIDMALLOC_RSEQ_FEATURE_NODE_ID 24
 #define CIDMALLOC_RSEQ_FEATURE_MM_CID 28

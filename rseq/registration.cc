@@ -67,11 +67,7 @@ __thread bool t_in_init CIDMALLOC_TLS_IE = false;
 // counts as ENOSYS, so the thread takes soft IDs, and the mode and the
 // statistics do not claim an rseq mode that nothing backs.
 int RegisterOwnArea() {
-  const int saved = errno;
-  const long r = syscall(SYS_rseq, &t_own_area, CIDMALLOC_RSEQ_AREA_SIZE, 0,
-                         CIDMALLOC_RSEQ_SIG);
-  int err = r == 0 ? 0 : errno;
-  errno = saved;
+  int err = RseqSyscall(&t_own_area, CIDMALLOC_RSEQ_AREA_SIZE, 0);
   // Volatile: the kernel, not this thread, wrote the field (it is only read).
   if (err == 0 && *static_cast<volatile int32_t*>(&t_own_area.cpu_id) < 0) {
     err = ENOSYS;
@@ -258,6 +254,14 @@ void DoInit() {
 constinit std::atomic<bool> g_fork_handlers{false};
 
 }  // namespace
+
+int RseqSyscall(void* area, uint32_t len, int flags) {
+  const int saved = errno;
+  const long r = syscall(SYS_rseq, area, len, flags, CIDMALLOC_RSEQ_SIG);
+  const int err = r == 0 ? 0 : errno;
+  errno = saved;
+  return err;
+}
 
 void RegisterForkHandlers() {
   // Relaxed: only which caller registers matters, not what it saw.

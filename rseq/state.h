@@ -133,6 +133,11 @@ inline void EnsureInit() {
   InitSlow();
 }
 
+// rseq(2) on `area` (`flags` 0 registers it for the calling thread,
+// CIDMALLOC_RSEQ_FLAG_UNREGISTER undoes that), with our signature: 0, or
+// the errno it failed with.  errno is left as it was.
+int RseqSyscall(void* area, uint32_t len, int flags);
+
 // Decides (once per thread) how the calling thread performs per-ID
 // operations, registering its own rseq area if that is our job.
 ThreadPath ThreadPathSlow();

@@ -55,21 +55,22 @@ namespace cidmalloc::rseq {
 namespace {
 
 enum class VforkPlan : uint8_t {
-  kNone,      // No rseq area in use: the child shares the thread's soft
-              // ID, which the suspended thread cannot use meanwhile.
-  kHandOver,  // The area is nobody's: the child registers it, then the
-              // thread does.
-  kAsIs,      // The thread's registration could not be undone.
+  kNone,   // No rseq area in use: the child shares the thread's soft ID,
+           // which the suspended thread cannot use meanwhile.
+  kLend,   // The thread's registration was undone: the child registers
+           // the area, then the thread again.
+  kFree,   // Our own area, not registered (not yet, or it failed): the
+           // child registers it; afterwards it is nobody's again.
+  kAsIs,   // The thread's registration could not be undone.
 };
 
 // Zero-initialised (a __thread variable takes no constructor); every field
 // is set by VforkPrepare() before it is read.
 struct VforkState {
-  uint64_t mask;        // The thread's signal mask before (the kernel's).
-  uint32_t len;         // The length the area is registered with.
-  ThreadPath path;      // t_path before.
+  uint64_t mask;    // The thread's signal mask before (the kernel's).
+  uint32_t len;     // The length the area is registered with.
+  ThreadPath path;  // t_path before.
   VforkPlan plan;
-  bool was_registered;  // The thread had the area registered.
 };
 
 __thread VforkState t_vfork CIDMALLOC_TLS_IE;
@@ -87,12 +88,7 @@ void SetSignalMask(const uint64_t* set, uint64_t* old) {
 
 // rseq(2) on the calling thread's area: 0 or an errno (errno untouched).
 int RseqCall(uint32_t len, int flags) {
-  const int saved = errno;
-  const long r = syscall(SYS_rseq, ThreadPointer() + g_process.area_offset,
-                         len, flags, CIDMALLOC_RSEQ_SIG);
-  const int err = r == 0 ? 0 : errno;
-  errno = saved;
-  return err;
+  return RseqSyscall(ThreadPointer() + g_process.area_offset, len, flags);
 }
 
 // Stores into the area's ID fields; only while no task has it registered.
@@ -118,6 +114,17 @@ void SetIdsOutOfRange() {
   SetIds(CIDMALLOC_RSEQ_CPU_ID_UNINITIALIZED, ~0u, ~0u);
 }
 
+// Registers the area (which no task has registered) for the calling task,
+// on its rseq IDs; if it cannot, leaves the IDs out of range, on soft IDs.
+void RegisterOrTakeSoftIds(uint32_t len) {
+  if (RseqCall(len, 0) == 0) {
+    t_path = ThreadPath::kRseq;
+  } else {
+    SetIdsOutOfRange();
+    t_path = ThreadPath::kSoft;
+  }
+}
+
 // Undoes the thread's registration: its length, or 0 if no length we
 // know of works.  glibc 2.35-2.39 register 32 bytes; later versions may
 // register __rseq_size, rounded up to 32.
@@ -129,7 +136,7 @@ uint32_t Unregister() {
     lens[2] = (__rseq_size + 31) & ~31u;
   }
   for (const uint32_t len : lens) {
-    if (len != 0 && RseqCall(len, 1 /* RSEQ_FLAG_UNREGISTER */) == 0) {
+    if (len != 0 && RseqCall(len, CIDMALLOC_RSEQ_FLAG_UNREGISTER) == 0) {
       return len;
     }
   }
@@ -143,57 +150,37 @@ void VforkPrepare() {
   const uint64_t all = ~uint64_t{0};  // The kernel ignores SIGKILL, SIGSTOP.
   SetSignalMask(&all, &s.mask);
   s.path = t_path;
-  s.plan = VforkPlan::kNone;
-  s.was_registered = false;
   s.len = CIDMALLOC_RSEQ_AREA_SIZE;
   EnsureInit();
   if (!cs::kHaveSections || g_process.mode == Mode::kNone ||
       g_process.registration == Registration::kNone) {
-    return;
+    s.plan = VforkPlan::kNone;
+  } else if (AreaCpuId() < 0) {
+    s.plan = VforkPlan::kFree;
+  } else {
+    s.len = Unregister();
+    s.plan = s.len != 0 ? VforkPlan::kLend : VforkPlan::kAsIs;
   }
-  if (AreaCpuId() < 0) {  // Not registered (own area, not yet or failed).
-    s.plan = VforkPlan::kHandOver;
-    return;
-  }
-  s.len = Unregister();
-  if (s.len == 0) {
-    s.plan = VforkPlan::kAsIs;
-    return;
-  }
-  s.plan = VforkPlan::kHandOver;
-  s.was_registered = true;
 }
 
 void VforkChild() {
   VforkState& s = t_vfork;
-  if (s.plan == VforkPlan::kHandOver) {
-    if (RseqCall(s.len, 0) == 0) {
-      t_path = ThreadPath::kRseq;
-    } else {
-      SetIdsOutOfRange();
-      t_path = ThreadPath::kSoft;
-    }
+  if (s.plan == VforkPlan::kLend || s.plan == VforkPlan::kFree) {
+    RegisterOrTakeSoftIds(s.len);
   }
   SetSignalMask(&s.mask, nullptr);
 }
 
 void VforkParent() {
   VforkState& s = t_vfork;
-  if (s.plan == VforkPlan::kHandOver) {
-    if (s.was_registered) {
-      SetIdsAsUnregistered();
-      if (RseqCall(s.len, 0) == 0) {
-        t_path = ThreadPath::kRseq;
-      } else {
-        SetIdsOutOfRange();
-        t_path = ThreadPath::kSoft;
-      }
-    } else {
-      // Our own area, which the child may have registered: back to never
-      // registered, and to the thread's own decision.
-      SetIdsOutOfRange();
-      t_path = s.path;
-    }
+  if (s.plan == VforkPlan::kLend) {
+    SetIdsAsUnregistered();
+    RegisterOrTakeSoftIds(s.len);
+  } else if (s.plan == VforkPlan::kFree) {
+    // The child may have registered it: back to never registered, and to
+    // the thread's own decision.
+    SetIdsOutOfRange();
+    t_path = s.path;
   }
   SetSignalMask(&s.mask, nullptr);
 }

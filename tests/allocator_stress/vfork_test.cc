@@ -35,9 +35,8 @@ namespace {
 // same area), 0 if it was not registered (it is now).
 int ReRegisterErrno() {
   namespace r = cidmalloc::rseq;
-  const long v = syscall(SYS_rseq, r::ThreadPointer() + r::g_process.area_offset,
-                         CIDMALLOC_RSEQ_AREA_SIZE, 0, CIDMALLOC_RSEQ_SIG);
-  return v == 0 ? 0 : errno;
+  return r::RseqSyscall(r::ThreadPointer() + r::g_process.area_offset,
+                        CIDMALLOC_RSEQ_AREA_SIZE, 0);
 }
 
 bool RseqMode() { return ExpectedMode() != "none"; }
@@ -47,7 +46,9 @@ TEST(Vfork, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
 // Every word of a live object holds its address mixed with its owner's
 // tag: an object handed out twice is overwritten by its second owner.
 void Fill(uint64_t* p, size_t words, uint64_t tag) {
-  for (size_t i = 0; i < words; ++i) p[i] = Mix(reinterpret_cast<uintptr_t>(p), tag);
+  for (size_t i = 0; i < words; ++i) {
+    p[i] = Mix(reinterpret_cast<uintptr_t>(p), tag);
+  }
 }
 bool Intact(const uint64_t* p, size_t words, uint64_t tag) {
   for (size_t i = 0; i < words; ++i) {
@@ -140,7 +141,8 @@ TEST(Vfork, TheChildsWritesReachTheParent) {
   if (pid == 0) {
     void* volatile p = malloc(100);  // Before exec, as careless code does.
     free(p);
-    execl("/nonexistent/cidmalloc-vfork-test", "x", static_cast<char*>(nullptr));
+    execl("/nonexistent/cidmalloc-vfork-test", "x",
+          static_cast<char*>(nullptr));
     exec_errno = errno;
     _exit(127);
   }

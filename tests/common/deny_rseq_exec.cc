@@ -3,8 +3,9 @@
 //   deny_rseq_exec ENOSYS|EPERM|FAKE CMD [ARGS...]
 //
 // Installs the seccomp filter of deny_rseq_filter.h (rseq(2) fails with the
-// errno named, or FAKE: returns 0 without registering anything) and executes CMD (searched in PATH) with the environment it
-// was given, LD_PRELOAD included: a preloaded libcidmalloc.so then starts in
+// errno named, or FAKE: returns 0 without registering anything) and
+// executes CMD (searched in PATH) with the environment it was given,
+// LD_PRELOAD included: a preloaded libcidmalloc.so then starts in
 // a process where neither glibc nor cidmalloc can register rseq
 // (tests/preload_test.sh).  Exits 2 with a message if it cannot.
 #include <errno.h>

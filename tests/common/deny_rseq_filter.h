@@ -45,8 +45,9 @@ inline bool DenyRseqAnswer(const char* name, int* err) {
 // From now on, in this process and everything it forks or executes,
 // rseq(2) fails with `err` (as a kernel without rseq does with ENOSYS, or
 // a sandbox that forbids it with EPERM), or returns 0 without running if
-// `err` is 0; every other system call is allowed.  A system call of another architecture (x32, i386) kills the
-// process, since its numbers differ.  Sets no_new_privs first, so that an
+// `err` is 0; every other system call is allowed.  A system call of
+// another architecture (x32, i386) kills the process, since its numbers
+// differ.  Sets no_new_privs first, so that an
 // unprivileged process may install it.  Ends the process on failure.
 inline void InstallDenyRseqFilter(const char* who, int err) {
   struct sock_filter code[] = {
