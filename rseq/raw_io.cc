@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "rseq/initial_env.h"
+
 namespace cidmalloc {
 
 RawBuffer& RawBuffer::Ch(char c) {
@@ -69,7 +71,12 @@ void RawWrite(int fd, const char* s, size_t n) {
   errno = saved;
 }
 
-const char* GetKnob(const char* name) { return secure_getenv(name); }
+const char* GetKnob(const char* name) {
+  // NULL until libc's constructor has run (a malloc from the program's
+  // .preinit_array), or after clearenv(): the initial environment then.
+  if (environ == nullptr) return InitialEnvKnob(name);
+  return secure_getenv(name);
+}
 
 long ReadSmallFile(const char* path, char* buf, size_t size) {
   if (size == 0) return -1;

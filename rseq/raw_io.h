@@ -35,7 +35,9 @@ class RawBuffer {
 void RawWrite(int fd, const char* s, size_t n);
 
 // Reads a configuration knob with secure_getenv semantics (NULL in setuid
-// and other secure-execution processes) and without allocating.
+// and other secure-execution processes) and without allocating.  Where
+// `environ` is NULL (before libc's initialisation, in .preinit_array, or
+// after clearenv()), from the initial environment (initial_env.h).
 const char* GetKnob(const char* name);
 
 // Reads a small file (e.g. under /sys) into `buf` with raw syscalls.
