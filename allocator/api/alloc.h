@@ -1,8 +1,10 @@
 // allocator/api/alloc.h: layer 6's internal entry points, the fast paths
 // that every public function (malloc, free, operator new, ...) inlines.
 //
-// Fast path budgets (x86-64, cid/cpu mode, -O2), checked on the built
-// libcidmalloc.so by tests/allocator_budget/fast_path_budget_test.sh:
+// Fast path budgets (x86-64, cid mode on one node, -O2; cpu mode's and
+// the node-qualified sections are placed after the ret and not counted),
+// checked on the built libcidmalloc.so by
+// tests/allocator_budget/fast_path_budget_test.sh:
 //   malloc: the stack offset from the size (one table), one rseq pop,
 //           clearing the free cookie.
 //   free:   span-map lookup (class and stack offset), misaligned-pointer

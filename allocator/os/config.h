@@ -20,8 +20,11 @@ struct Config {
   ReleaseMethod release_method = ReleaseMethod::kDontNeed;
   // Front-end cache budget of one ID (cid or cpu), in bytes of capacity.
   size_t cache_bytes = size_t{1} << 20;
-  // An ID's cache that ran no slow path for this long (between one and two
-  // of these periods) is drained by another ID's slow path; 0: never.
+  // An ID's cache that ran no slow path and whose stack tops did not move
+  // for this long (between one and two of these periods) is drained by
+  // another ID's slow path or the background thread; once a period a slab
+  // also empties the classes that did not miss, and idle central lists give
+  // their spans back (front_end.h); 0: none of this.
   uint32_t cache_idle_ms = 1000;
   // Free, still-committed bytes a node's page heap keeps before it returns
   // memory to the OS.
