@@ -32,7 +32,7 @@ inline constexpr uint32_t kSpanSlots = kPagesPerChunk >> kSpanSlotShift;
 // spans are taken for arena 0 and page runs (AllocLarge up to a chunk) for
 // the arena of the calling thread's ID (api layer: ID % kArenasPerNode, so
 // that with compact cids the first four threads each have one), as glibc
-// gives each thread an arena: two threads that take 64 KiB-2 MiB blocks at
+// gives each thread an arena: two threads that take 128 KiB-2 MiB blocks at
 // once no longer meet on one lock and on one chunk's metadata.  An arena
 // out of free blocks takes them from another whose lock is free
 // (page_heap.cc, AllocFromArenas).  A block goes back to the heap it came
