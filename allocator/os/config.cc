@@ -46,9 +46,9 @@ constexpr KnobInfo kKnobs[] = {
      "ask for transparent huge pages (MADV_HUGEPAGE) on buffers realloc "
      "grows beyond 2 MiB"},
     {"CIDMALLOC_STATS", "0|1|2", "0",
-     "print a summary on stderr at exit and count front-end hits; 2 also "
-     "prints a table of the size classes (spans, objects in use, cached "
-     "and free)"},
+     "print a summary on stderr at exit and count every operation (the "
+     "inline fast paths are then off); 2 also prints a table of the size "
+     "classes (spans, objects in use, cached and free)"},
 };
 
 constexpr uint64_t kMaxDelayMs = 3600000;  // An hour.
