@@ -488,10 +488,25 @@ void ForkParent() { g_lock.Unlock(); }
 void ForkChild() { g_lock.ResetAfterFork(); }
 
 namespace {
+// Whether every object in the class stacks of ID `id`'s slab is of the
+// slab's node.  Only a node-qualified rseq ID promises that: its pushes
+// check node_id in the section.  A cpu's slab (cpu mode) may take an object
+// of the node the thread left, judged local just before a migration (a
+// free's push, or a refill's batch); so may a raw cid's (cid mode with
+// CIDMALLOC_RSEQ_NODE_IDS=off, or too many (node, cid) pairs) and a soft
+// ID's, whose node follows its thread and is flushed only at a refill.
+// Such an object is only far: InsertBatch sends every object to its own
+// node's list, whichever slab gives it back.
+bool NodeIsPromised(uint32_t id) {
+  return rseq::CurrentIdKind() == rseq::IdKind::kNodeQualified &&
+         rseq::NodeOfId(id) >= 0;
+}
+
 // One stack of `slab` (see CheckInvariants): its chain, and each object's
-// class (`cls`, or any class for the remote stack, cls 0) and node.
-void CheckStack(void* slab, uint32_t offset, int cls, uint32_t max) {
-  const int node = HeaderOf(slab)->node.load(std::memory_order_relaxed);
+// class (`cls`, or any class for the remote stack, cls 0) and, where
+// `node` >= 0, node.
+void CheckStack(void* slab, uint32_t offset, int cls, uint32_t max,
+                int node) {
   const char* bad =
       StackOf(slab, offset)->CheckHeld(max, [&](void* item) -> const char* {
         const uintptr_t p = reinterpret_cast<uintptr_t>(item);
@@ -504,7 +519,7 @@ void CheckStack(void* slab, uint32_t offset, int cls, uint32_t max) {
         if (!central::IsObjectStart(p, pc)) {
           return "front end: a cached pointer that is no object start";
         }
-        if (cls != 0 && central::TagNode(tag) != node) {
+        if (cls != 0 && node >= 0 && central::TagNode(tag) != node) {
           return "front end: a cached object of another node";
         }
         return nullptr;
@@ -518,10 +533,13 @@ void CheckInvariants() {
   for (uint32_t id = 0; id < kMaxIds; ++id) {
     void* slab = g_store[id];
     if (slab == nullptr) continue;
+    const int node = NodeIsPromised(id)
+                         ? HeaderOf(slab)->node.load(std::memory_order_relaxed)
+                         : -1;
     for (int c = 1; c < kNumClasses; ++c) {
-      CheckStack(slab, kLayout.offset[c], c, Class(c).max_capacity);
+      CheckStack(slab, kLayout.offset[c], c, Class(c).max_capacity, node);
     }
-    CheckStack(slab, kLayout.remote_offset, 0, kRemoteCapacity);
+    CheckStack(slab, kLayout.remote_offset, 0, kRemoteCapacity, -1);
     const char* bad = CheckRunsHeld(slab);
     CIDMALLOC_CHECK(bad == nullptr, bad);
   }

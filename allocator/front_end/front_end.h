@@ -309,11 +309,11 @@ void OnSoftIdExit(uint32_t id);
 
 // Walks every slab's stacks and aborts with a message unless each is a
 // well-formed chain (counts one less down every link, 0 at the bottom) of
-// at most its maximum capacity of objects of its class and node, each at
-// an object start, and the run stack's of marked live page runs of their
-// recorded length and node (run_cache.h).  Only while no other thread
-// allocates or frees: the stacks are read outside any critical section
-// (tests, debugging).
+// at most its maximum capacity of objects of its class (and, in a
+// node-qualified ID's slab, of its node), each at an object start, and the
+// run stack's of marked live page runs of their recorded length and node
+// (run_cache.h).  Only while no other thread allocates or frees: the stacks
+// are read outside any critical section (tests, debugging).
 void CheckInvariants();
 
 void ForkPrepare();
