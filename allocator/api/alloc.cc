@@ -293,7 +293,13 @@ void FreeLarge(void* ptr) noexcept {
 void FreeLargeIn(void* ptr, page_heap::ChunkInfo* chunk) noexcept {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Not a small object: a large allocation, or a span that is free already.
-  if (g_counting) CountFree(ptr, FreedOn::kOwnNode);
+  // Freed on another node than its chunk's, it is a remote free too, though
+  // it goes straight to its own node's page heap.
+  if (g_counting) {
+    CountFree(ptr, os::NumNodes() > 1 && chunk->node != os::CurrentNode()
+                       ? FreedOn::kOtherNode
+                       : FreedOn::kOwnNode);
+  }
   // A run short enough for the ID's run stack; HeapRunPages is 0 for
   // anything but the start of a live heap run (page_heap::FreeLarge reports
   // it, or frees the huge mapping).

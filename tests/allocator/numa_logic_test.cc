@@ -400,6 +400,46 @@ TEST_F(NumaLogicTest, RemoteFreesGoHomeToNode0) {
   cidmalloc::page_heap::CheckInvariants();
 }
 
+// A page run and a huge block freed on the other node are remote frees
+// too, though they go straight to their own node's page heap; freed on
+// their own node they are not.
+TEST_F(NumaLogicTest, LargeBlocksFreedOnTheOtherNodeCountAsRemote) {
+  constexpr size_t kRun = 300 * kKiB;  // Page runs: 128 KiB + 1 to 2 MiB.
+  constexpr size_t kHuge = 3 * kMiB;   // A mapping of its own.
+  void* blocks[4] = {};
+  RunOnCpu(0, [&] {
+    for (int i = 0; i < 4; ++i) blocks[i] = malloc(i % 2 == 0 ? kRun : kHuge);
+  });
+  for (void* p : blocks) {
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(NodeOfPointer(p), 0);
+  }
+  // Counted around the frees alone, on the thread that frees (reading the
+  // statistics does not allocate).
+  const auto free_on = [](int cpu, void* a, void* b, uint64_t* frees,
+                          uint64_t* remote) {
+    RunOnCpu(cpu, [&] {
+      const cidmalloc_stats before = Stats();
+      free(a);
+      free(b);
+      const cidmalloc_stats after = Stats();
+      *frees = after.frees - before.frees;
+      *remote = after.remote_frees - before.remote_frees;
+    });
+  };
+  uint64_t frees_away = 0, remote_away = 0, frees_home = 0, remote_home = 0;
+  free_on(1, blocks[0], blocks[1], &frees_away, &remote_away);
+  free_on(0, blocks[2], blocks[3], &frees_home, &remote_home);
+  if (CountingRequested()) {
+    EXPECT_EQ(frees_away, 2u);
+    EXPECT_EQ(remote_away, 2u) << "a run and a huge block freed on node 1";
+    EXPECT_EQ(frees_home, 2u);
+    EXPECT_EQ(remote_home, 0u) << "a run and a huge block freed on node 0";
+  } else {
+    EXPECT_EQ(remote_away + remote_home, 0u);
+  }
+}
+
 TEST_F(NumaLogicTest, BindingToTheMissingNodeFailsAndIsCounted) {
   // The kernel refuses node 1 (it does not exist) and accepts node 0.
   const size_t len = 2 * kMiB;
