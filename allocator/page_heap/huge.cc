@@ -224,13 +224,15 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
     }
     base = d;
   }
+  bool bound = true;
   if (os::NumNodes() > 1) {
-    os::BindToNode(reinterpret_cast<void*>(base), new_bytes, c->node,
-                   g_config->numa_policy);
+    bound = os::BindToNode(reinterpret_cast<void*>(base), new_bytes, c->node,
+                           g_config->numa_policy);
   }
   NodeHeap* h = HeapOf(c);
   {
     os::SpinLockHolder hold(&h->lock);
+    if (!bound) ++h->bind_failures;
     h->huge_bytes += new_bytes - old_bytes;  // Modular: shrinking works too.
     h->mapped_bytes += new_bytes - old_bytes;
   }
