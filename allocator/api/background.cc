@@ -26,6 +26,10 @@ uint32_t g_tick_ms = 0;
 // When the first start may happen (os::MonotonicMs).  Relaxed: a stale
 // value only moves the start by a slow path.
 std::atomic<uint64_t> g_start_ms{0};
+// Or earlier, once the heap has mapped more than this (os::BytesMappedEver):
+// CIDMALLOC_RELEASE_BYTES, more than a node keeps, so that there is memory
+// to give back.  Written by BackgroundInit, before any slow path runs.
+uint64_t g_early_start_bytes = 0;
 // Relaxed: a statistic (cidmalloc_stats), counted by the thread and reset
 // in a fork child.
 std::atomic<uint64_t> g_ticks{0};
@@ -105,6 +109,7 @@ void ArmStart() {
 
 void BackgroundInit(const os::Config* config) {
   g_tick_ms = config->background_thread ? TickMs(*config) : 0;
+  g_early_start_bytes = config->release_threshold;
   if (g_tick_ms == 0) {
     g_background_state.store(BackgroundState::kOff, std::memory_order_relaxed);
     return;
@@ -117,7 +122,10 @@ void StartBackgroundIfDue() {
   // allocations of pthread_create would wait for the locks it holds.
   if (os::t_spinlocks_held != 0) return;
   const uint64_t now = os::MonotonicMs();
-  if (now < g_start_ms.load(std::memory_order_relaxed)) return;
+  if (now < g_start_ms.load(std::memory_order_relaxed) &&
+      os::BytesMappedEver() <= g_early_start_bytes) {
+    return;
+  }
   BackgroundState expected = BackgroundState::kPending;
   if (!g_background_state.compare_exchange_strong(
           expected, BackgroundState::kStarting, std::memory_order_relaxed)) {

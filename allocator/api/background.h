@@ -15,7 +15,11 @@
 // Starting: not during initialisation (which may run inside the dynamic
 // loader or a constructor) but from the first allocation slow path (a
 // refill, a large allocation) one tick after it, so that short-lived
-// processes (a compiler driver, git, sort) never start one.  Never from a
+// processes (a compiler driver, git, sort) never start one; or earlier,
+// from the first such slow path after the heap has mapped more than
+// CIDMALLOC_RELEASE_BYTES in all (os::BytesMappedEver), so that a process
+// that allocates much at once and then only frees or sleeps (everything in
+// its first tick) has a thread to give the memory back.  Never from a
 // free: glibc frees a dead thread's TLS while it holds the lock of its
 // stack cache, which pthread_create takes too.  pthread_create allocates
 // (the new thread's DTV), so the start happens with no allocator lock
@@ -44,7 +48,8 @@ namespace cidmalloc::api {
 
 enum class BackgroundState : uint8_t {
   kOff,       // Not asked for, or nothing to do (both periods 0).
-  kPending,   // Asked for; the first slow path after the start time starts it.
+  kPending,   // Asked for; the first slow path after the start time (or
+              // once the heap is large) starts it.
   kStarting,  // One slow path is creating it.
   kRunning,
   kFailed,    // pthread_create failed; the slow paths do the work.

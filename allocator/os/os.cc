@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
 namespace cidmalloc::os {
 
 namespace {
@@ -17,6 +19,10 @@ constexpr int kMpolBind = 2;
 constexpr unsigned kMpolFNode = 1;
 constexpr unsigned kMpolFAddr = 2;
 constexpr int kMaxNodeBits = 1024;
+
+// BytesMappedEver.  Relaxed: a statistic that only grows; its readers
+// decide nothing that needs it exact.
+std::atomic<uint64_t> g_bytes_mapped_ever{0};
 
 void* RawMmap(size_t size) {
   const long r = syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE,
@@ -47,8 +53,13 @@ void* MapAligned(size_t size, size_t align) {
   if (head != 0) syscall(SYS_munmap, raw, head);
   if (tail != 0) syscall(SYS_munmap, reinterpret_cast<char*>(aligned) + size,
                          tail);
+  g_bytes_mapped_ever.fetch_add(size, std::memory_order_relaxed);
   errno = saved;
   return reinterpret_cast<void*>(aligned);
+}
+
+uint64_t BytesMappedEver() {
+  return g_bytes_mapped_ever.load(std::memory_order_relaxed);
 }
 
 void* Remap(void* p, size_t old_size, size_t new_size, RemapKind kind,

@@ -19,6 +19,11 @@ namespace cidmalloc::os {
 void* MapAligned(size_t size, size_t align);
 void Unmap(void* p, size_t size);
 
+// The bytes MapAligned has mapped since the process started, unmapped or
+// not: how large the heap has been (the background thread starts early
+// once it passes the release threshold, api/background.h).  Relaxed.
+uint64_t BytesMappedEver();
+
 // mremap(2) of the mapping [p, p+old_size) to new_size bytes.  kInPlace
 // only resizes where it is (fails unless the pages after it are free);
 // kMoveTo moves it onto `dest` (a reservation of new_size bytes, which it
