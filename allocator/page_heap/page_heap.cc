@@ -48,9 +48,6 @@ void ForEachHeapInUse(F f) {
     for (NodeHeap& h : g_heaps[node]) f(&h);
   }
 }
-// Automatic release only returns blocks of at least this order (128 KiB),
-// so it stays cheap and leaves small free runs, likely reused, resident.
-constexpr int kAutoReleaseMinOrder = 4;
 
 uintptr_t AllocPages(NodeHeap* h, uint32_t n, int order, bool* zeroed,
                      ChunkInfo** chunk_out) {
@@ -144,12 +141,17 @@ bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
 // threshold no longer leaves room for (huge_cache.h), detached for the
 // caller to unmap once the lock is let go; then the committed free pages
 // that have been free for the release delay (all of them with a delay of
-// 0) go back, down to half the threshold.  A pass that cannot get down to
-// its target (what is left is in blocks below kAutoReleaseMinOrder, which
-// it leaves) records where it stopped, and the next pass waits until half
-// a threshold more is free: without that, every free of a span would
-// rescan every chunk for nothing.  The clock is read only past the
-// threshold.
+// 0) go back, down to half the threshold: the largest free blocks first
+// (ReleaseLocked goes down the orders), so that a pass makes few madvise
+// calls and leaves small free runs, the likeliest to be reused, resident
+// where it can, but blocks of every order where it must.  It once stopped
+// at 128 KiB blocks: a heap whose free memory was all 64 KiB holes (spans
+// of two classes interleaved, one of them freed) kept 192 MiB committed
+// past a 32 MiB threshold for good.  A pass that cannot get down to its
+// target (pages released already, or a refused madvise) records where it
+// stopped, and the next pass waits until half a threshold more is free:
+// without that, every free of a span would rescan every chunk for
+// nothing.  The clock is read only past the threshold.
 [[nodiscard]] CIDMALLOC_PAGE_HEAP_NOINLINE ChunkInfo* MaybeReleaseSlow(
     NodeHeap* h) {
   ChunkInfo* const evicted =
@@ -168,7 +170,7 @@ bool NothingToRelease(const NodeHeap* h, size_t keep, size_t committed) {
   // The parked run (up to a chunk) is committed but no free block: merged
   // first, it can go back too.
   Unpark(h);
-  ReleaseLocked(h, target, kAutoReleaseMinOrder);
+  ReleaseLocked(h, target, 0);
   const size_t after = CommittedFreePages(h);
   h->release_floor = after > target ? after : 0;
   return evicted;
