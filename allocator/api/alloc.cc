@@ -262,6 +262,7 @@ void* AllocLargeMiss(size_t size, size_t align, Fill fill,
   if (fill == Fill::kZero && !zeroed) memset(p, 0, size);
   if (g_counting) CountAlloc(p, Served::kSlowPath);
   MaybeStartBackground();
+  front_end::NoteLargeSlowPath();
   return p;
 }
 
@@ -309,6 +310,7 @@ void FreeLargeIn(void* ptr, page_heap::ChunkInfo* chunk) noexcept {
     return;
   }
   page_heap::FreeLarge(chunk, p);
+  front_end::NoteLargeSlowPath();
 }
 
 void FreeNotSmallStart(void* p, uint32_t tag) noexcept {

@@ -319,6 +319,15 @@ void SweepSlab(void* slab, Sweep kind) {
   if (kind == Sweep::kPeriod) ReturnRuns();  // run_cache.h
 }
 
+// The idle scan at `now`, if the slow paths run it (not the background
+// thread) and it is due.
+void ScanIfSlowPathsDo(uint64_t now) {
+  if (g_idle_scanner.load(std::memory_order_relaxed) ==
+      IdleScanner::kSlowPaths) {
+    MaybeDrainIdle(now);
+  }
+}
+
 // Counts a slow-path event of `slab` and runs what is due: the idle scan of
 // every slab, and this slab's sweeps.
 void MaybeSweep(void* slab) {
@@ -329,10 +338,7 @@ void MaybeSweep(void* slab) {
   hdr->events.store(events, std::memory_order_relaxed);
   if (const uint32_t period = g_config->cache_idle_ms) {
     const uint64_t now = os::MonotonicMs();
-    if (g_idle_scanner.load(std::memory_order_relaxed) ==
-        IdleScanner::kSlowPaths) {
-      MaybeDrainIdle(now);
-    }
+    ScanIfSlowPathsDo(now);
     if (ClaimPeriodEnd(&hdr->next_period_sweep_ms, now, period)) {
       SweepSlab(slab, Sweep::kPeriod);
     }
@@ -477,6 +483,12 @@ void FreeRemote(void* p) {
     InsertMixed(buf, n);
   }
   InsertMixed(&p, 1);
+}
+
+__thread uint32_t t_large_slow_paths = 0;
+
+void ScanAfterLargeSlowPaths() {
+  if (g_config->cache_idle_ms != 0) ScanIfSlowPathsDo(os::MonotonicMs());
 }
 
 void SetIdleScanner(IdleScanner who) {

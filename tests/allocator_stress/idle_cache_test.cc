@@ -21,6 +21,9 @@
 //     finishes early can be drained while the others still fill theirs.
 //   EXPECT_IDLE_DRAIN=0   (CIDMALLOC_CACHE_IDLE_MS=0): nothing is drained,
 //     and the cached bytes and the spans they pin stay.
+// MAIN_SLOW_PATHS=large: main's slow paths are page runs of 600 KiB (the
+// page heap's allocation and free, which count no slab event) instead of
+// small objects; they must run the idle scan too.
 // No timing is asserted: the main thread keeps going until the drain is
 // seen and three periods more (at most 10 s), or for 20 periods when none
 // is expected.
@@ -46,6 +49,17 @@ constexpr int kObjects = 20000;  // Per thread, 16 B - 1 KiB: ~10 MiB.
 
 
 TEST(IdleCache, ModeIsWhatTheTargetAskedFor) { CheckTargetMode(); }
+
+// Main's slow paths in the loop below: small objects (RunSlowPaths), or a
+// page run from the page heap, written and freed.
+void RunMainSlowPaths() {
+  if (Env("MAIN_SLOW_PATHS") != "large") return RunSlowPaths();
+  constexpr size_t kRun = 600 * kKiB;  // Above the run stacks' 256 KiB.
+  char* p = static_cast<char*>(malloc(kRun));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x6b, kRun);
+  free(p);
+}
 
 TEST(IdleCache, IdleIdsCachesGoBack) {
   const std::string expect = Env("EXPECT_IDLE_DRAIN");
@@ -98,7 +112,7 @@ TEST(IdleCache, IdleIdsCachesGoBack) {
   // spans back.
   int rounds_left = expect == "1" ? -1 : 20;
   while (rounds_left != 0) {
-    RunSlowPaths();
+    RunMainSlowPaths();
     after = Stats();
     if (rounds_left < 0 && after.idle_drains > drains_start) {
       rounds_left = 3;
