@@ -93,6 +93,26 @@ TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
   free(q);
 }
 
+// Above half the block, but wasting 2 MiB or more: cut in place too, as
+// glibc cuts its mmapped chunks; less than 2 MiB over: kept as it is.
+TEST(ReallocHuge, ShrinkingAboveHalfByAChunkOrMoreReturnsTheTail) {
+  void* p = malloc(64 * kMiB);
+  ASSERT_NE(p, nullptr);
+  FillPattern(p, 64 * kMiB, 17);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  void* q = realloc(p, 33 * kMiB);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base);
+  EXPECT_EQ(malloc_usable_size(q), 34 * kMiB) << "whole chunks";
+  EXPECT_EQ(FirstPatternMismatch(q, 33 * kMiB, 17), 33 * kMiB);
+  EXPECT_EQ(KindOf(static_cast<char*>(q) + 40 * kMiB), BlockKind::kNotOurs)
+      << "the cut tail is no longer in the pagemap";
+  // 1 MiB less than the block: kept whole.
+  void* r = realloc(q, 33 * kMiB);
+  ASSERT_EQ(r, q);
+  EXPECT_EQ(malloc_usable_size(r), 34 * kMiB);
+  free(r);
+}
+
 TEST(ReallocRun, GrowsIntoTheFreePagesAfterIt) {
   // 200 KiB is 25 pages of 8 KiB in a 32-page buddy block: the 7 pages
   // after the run are free (nothing else allocates in between).
