@@ -75,7 +75,10 @@ void cidmalloc_print_stats(int fd);
  * (cached_objects), or free in the class's spans and its transfer caches
  * (free_objects); the three add up to objects.  Read while other threads
  * allocate, the figures are recent, not a snapshot: in_use_objects is what
- * the other two leave of objects. */
+ * the other two leave of objects.  On a machine of several nodes, objects
+ * freed on another node than theirs and waiting in that ID's stack of
+ * remote objects (at most 64 an ID, of any class) count as in use: that
+ * stack is only counted, not walked. */
 struct cidmalloc_class_stats {
   unsigned long long size;            /* bytes of one object */
   unsigned long long spans;           /* spans of the class, every node */
