@@ -243,6 +243,9 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
     b.Str(" (returned to the OS ");
     cidmalloc::api::MiB(b, s.node_released[node]);
     b.Ch(')');
+    if (!cidmalloc::os::NodeHasMemory(static_cast<int>(node))) {
+      b.Str(", no memory of its own (pages from the nearest node)");
+    }
     if (s.node_bind_failures[node] != 0) {
       b.Str(", mbind failures ").Udec(s.node_bind_failures[node]);
     }

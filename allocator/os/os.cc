@@ -10,6 +10,8 @@
 
 #include <atomic>
 
+#include "allocator/os/topology.h"
+
 namespace cidmalloc::os {
 
 namespace {
@@ -103,6 +105,9 @@ bool AdviseHugePages(void* p, size_t size) {
 bool BindToNode(void* p, size_t size, int node, NumaPolicy policy) {
   if (policy == NumaPolicy::kOff) return true;
   if (node < 0 || node >= kMaxNodeBits) return false;
+  // Nothing to bind to: the kernel refuses a node without memory (EINVAL)
+  // and places the pages on the nearest node that has some.
+  if (node < NumNodes() && !NodeHasMemory(node)) return true;
   unsigned long mask[kMaxNodeBits / (8 * sizeof(unsigned long))] = {};
   mask[node / (8 * sizeof(unsigned long))] |=
       1ul << (node % (8 * sizeof(unsigned long)));

@@ -22,13 +22,31 @@ inline constexpr int kMaxNodes = 64;
 struct TopologyState {
   int num_nodes;        // Node indices are in [0, num_nodes).
   bool injected;        // A test injected a cpu->node table.
+  // Bit n: node n has no memory of its own (not in
+  // /sys/devices/system/node/has_memory): a node of cpus only.
+  uint64_t memoryless;
 };
 extern TopologyState g_topology CIDMALLOC_HIDDEN;
 
-// Reads the node count from sysfs.  Idempotent; no allocation.
+// Reads the node count, and which nodes have memory, from sysfs.
+// Idempotent; no allocation.
 void InitTopology();
 
+// The nodes below num_nodes that are missing from `has_memory` (a node list
+// as in /sys/devices/system/node/has_memory, "0-1,3"), as a bitmask; 0 when
+// the list is null, malformed or empty (then every node counts as having
+// memory).
+uint64_t MemorylessNodes(int num_nodes, const char* has_memory);
+
 inline int NumNodes() { return g_topology.num_nodes; }
+
+// Whether node `node` (in [0, NumNodes())) has memory of its own.  A
+// memoryless node's heap binds nothing (BindToNode): the kernel places its
+// pages on the nearest node that has memory, as it places those of any
+// task on that node's cpus.
+inline bool NodeHasMemory(int node) {
+  return ((g_topology.memoryless >> node) & 1) == 0;
+}
 
 // The node of the cpu the calling thread runs on, in [0, NumNodes()).
 inline int CurrentNode() {

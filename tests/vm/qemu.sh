@@ -12,7 +12,8 @@
 # boot_vm: boots with the settings in the globals below and writes the
 # console to $LOG; the VM runs $RUN_SH (a file).  Prints nothing.  Returns
 # qemu's status (124: timed out).
-KERNEL=6.12 CPUS=4 NODES=1 MEM_PER_NODE=768 APPEND="" TIMEOUT=300 LOG=""
+KERNEL=6.12 CPUS=4 NODES=1 MEM_PER_NODE=768 MEMORYLESS=0 APPEND="" TIMEOUT=300
+LOG=""
 RUN_SH="" SCENARIO=""
 boot_vm() {
   # The emulated machine of each architecture (VM_ARCH, vm.sh).
@@ -37,13 +38,20 @@ boot_vm() {
     gzip -1) >"$tmp/overlay.cpio.gz"
   cat "$WORK/base.cpio.gz" "$tmp/overlay.cpio.gz" >"$tmp/initrd"
 
+  ((MEMORYLESS < NODES)) ||
+    die "--memoryless-nodes $MEMORYLESS leaves no node with memory"
+  # The last MEMORYLESS nodes have cpus and no memory.
   local -a numa=()
   local n
   if ((NODES > 1)); then
     for ((n = 0; n < NODES; n++)); do
-      numa+=(-object "memory-backend-ram,id=mem$n,size=${MEM_PER_NODE}M"
-        -numa "node,nodeid=$n,memdev=mem$n"
-        -numa "cpu,node-id=$n,socket-id=$n")
+      if ((n >= NODES - MEMORYLESS)); then
+        numa+=(-numa "node,nodeid=$n")
+      else
+        numa+=(-object "memory-backend-ram,id=mem$n,size=${MEM_PER_NODE}M"
+          -numa "node,nodeid=$n,memdev=mem$n")
+      fi
+      numa+=(-numa "cpu,node-id=$n,socket-id=$n")
     done
   fi
   # tsc=unstable: TCG's TSC is not synchronised across vCPUs.  lpj=: skip
@@ -64,7 +72,7 @@ boot_vm() {
   { time {
     timeout -k 10 "$TIMEOUT" "${machine[@]}" \
       -smp "$CPUS,sockets=$NODES,cores=$((CPUS / NODES)),threads=1" \
-      -m "$((MEM_PER_NODE * NODES))M" "${numa[@]}" \
+      -m "$((MEM_PER_NODE * (NODES - MEMORYLESS)))M" "${numa[@]}" \
       -kernel "$vmlinuz" -initrd "$tmp/initrd" -append "$cmdline" \
       -nographic -no-reboot -net none \
       </dev/null >"$LOG" 2>&1 || rc=$?

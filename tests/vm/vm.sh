@@ -19,6 +19,7 @@
 #
 # OPTS (override the scenario's "# vm-..." header lines):
 #   --kernel 6.1|6.12   --cpus N   --nodes N   --mem-per-node MIB
+#   --memoryless-nodes K the last K nodes have cpus and no memory
 #   --append "WORDS"    extra kernel command-line words; KEY=VALUE words
 #                       become environment variables of /init and of every
 #                       program in the VM (e.g. GLIBC_TUNABLES=...)
@@ -102,6 +103,7 @@ parse_opts() {
       --cpus) CPUS="$2"; shift ;;
       --nodes) NODES="$2"; shift ;;
       --mem-per-node) MEM_PER_NODE="$2"; shift ;;
+      --memoryless-nodes) MEMORYLESS="$2"; shift ;;
       --append) APPEND="$2"; shift ;;
       --timeout) TIMEOUT="$2"; shift ;;
       --log) LOG="$2"; shift ;;
@@ -128,10 +130,12 @@ run_scenario() {
   CPUS="$(header "$name" cpus)"
   NODES="$(header "$name" nodes)"
   MEM_PER_NODE="$(header "$name" mem-per-node)"
+  MEMORYLESS="$(header "$name" memoryless-nodes)"
   APPEND="$(header "$name" append)"
   TIMEOUT="$(header "$name" timeout)"
   KERNEL="${KERNEL:-6.12}" CPUS="${CPUS:-4}" NODES="${NODES:-1}"
   MEM_PER_NODE="${MEM_PER_NODE:-768}" TIMEOUT="${TIMEOUT:-300}"
+  MEMORYLESS="${MEMORYLESS:-0}"
   parse_opts "$@"
   ((${#REST[@]} == 0)) || die "run takes no command"
   RUN_SH="$SCENARIOS/$name.sh"
