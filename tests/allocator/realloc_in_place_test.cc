@@ -77,37 +77,42 @@ TEST(ReallocHuge, RepeatedDoublingKeepsContents) {
   free(p);
 }
 
-TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
-  void* p = malloc(32 * kMiB);
-  ASSERT_NE(p, nullptr);
-  FillPattern(p, 32 * kMiB, 13);
-  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
-  // Below half the block: realloc must not keep all 32 MiB.
-  void* q = realloc(p, 5 * kMiB);
-  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base)
-      << "shrinking a mapping needs no move";
-  EXPECT_EQ(malloc_usable_size(q), 6 * kMiB) << "whole chunks";
-  EXPECT_EQ(FirstPatternMismatch(q, 5 * kMiB, 13), 5 * kMiB);
-  EXPECT_EQ(KindOf(static_cast<char*>(q) + 8 * kMiB), BlockKind::kNotOurs)
+// A mapping of its own of `from` bytes, filled with a pattern, shrunk by
+// realloc to `to`: it must stay where it is, keep its first `to` bytes and
+// give up what lies past `usable` (whole chunks), whose pages leave the
+// pagemap.  Returns the block, or nullptr (and a failure) if it moved.
+void* ShrinkMapping(size_t from, size_t to, size_t usable, int seed) {
+  void* p = malloc(from);
+  if (p == nullptr) {
+    ADD_FAILURE() << "malloc(" << from << ") failed";
+    return nullptr;
+  }
+  FillPattern(p, from, seed);
+  void* q = realloc(p, to);
+  EXPECT_EQ(q, p) << "shrinking a mapping needs no move";
+  if (q != p) {
+    free(q);
+    return nullptr;
+  }
+  EXPECT_EQ(malloc_usable_size(q), usable) << "whole chunks";
+  EXPECT_EQ(FirstPatternMismatch(q, to, seed), to);
+  EXPECT_EQ(KindOf(static_cast<char*>(q) + usable + 2 * kMiB),
+            BlockKind::kNotOurs)
       << "the cut tail is no longer in the pagemap";
-  free(q);
+  return q;
+}
+
+// Below half the block: realloc must not keep all 32 MiB.
+TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
+  free(ShrinkMapping(32 * kMiB, 5 * kMiB, 6 * kMiB, 13));
 }
 
 // Above half the block, but wasting 2 MiB or more: cut in place too, as
 // glibc cuts its mmapped chunks; less than 2 MiB over: kept as it is.
 TEST(ReallocHuge, ShrinkingAboveHalfByAChunkOrMoreReturnsTheTail) {
-  void* p = malloc(64 * kMiB);
-  ASSERT_NE(p, nullptr);
-  FillPattern(p, 64 * kMiB, 17);
-  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
-  void* q = realloc(p, 33 * kMiB);
-  ASSERT_EQ(reinterpret_cast<uintptr_t>(q), base);
-  EXPECT_EQ(malloc_usable_size(q), 34 * kMiB) << "whole chunks";
-  EXPECT_EQ(FirstPatternMismatch(q, 33 * kMiB, 17), 33 * kMiB);
-  EXPECT_EQ(KindOf(static_cast<char*>(q) + 40 * kMiB), BlockKind::kNotOurs)
-      << "the cut tail is no longer in the pagemap";
-  // 1 MiB less than the block: kept whole.
-  void* r = realloc(q, 33 * kMiB);
+  void* q = ShrinkMapping(64 * kMiB, 33 * kMiB, 34 * kMiB, 17);
+  ASSERT_NE(q, nullptr);
+  void* r = realloc(q, 33 * kMiB);  // 1 MiB less than the block.
   ASSERT_EQ(r, q);
   EXPECT_EQ(malloc_usable_size(r), 34 * kMiB);
   free(r);
