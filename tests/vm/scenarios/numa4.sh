@@ -38,3 +38,12 @@ gtest allocator_stress/per_id_stress_cid_test 300 \
   'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
 gtest allocator_stress/lifecycle_cid_test 300 \
   '-Lifecycle.ForkWhileOtherThreadsAllocate'
+# Cross-node traffic with every object checked (tests/vm/numa_stress_main.cc):
+# no object lost, duplicated or corrupted, each of its caller's node
+# (node-qualified IDs promise it), the invariants at the end; with
+# migrations and a thread that re-pins the others, then with fork children.
+check numa_stress 240 \
+  numa_stress --threads-per-node 2 --seconds 10 --large 3 --huge 2 \
+  --migrate-every 300 --mover
+check numa_stress.fork 120 \
+  numa_stress --threads-per-node 1 --seconds 4 --large 3 --fork

@@ -29,3 +29,10 @@ gtest allocator/api_conformance_cid_test 240
 gtest allocator_stress/vfork_cid_test 120
 gtest allocator_stress/per_id_stress_cid_test 300 \
   'PerIdStress.ModeIsWhatTheTargetAskedFor:PerIdStress.PinnedRoundRobin'
+# Cross-node traffic with every object checked (tests/vm/numa_stress_main.cc)
+# in cpu mode: nothing lost, duplicated or corrupted; a cpu's slab may hold
+# a few objects of the node a migrating thread left (counted, not failed:
+# docs/design.md, "A node-qualified ID's slab").
+check numa_stress.cpu 180 \
+  numa_stress --threads-per-node 2 --seconds 8 --large 3 \
+  --migrate-every 300 --mover --far-objects count
