@@ -5,22 +5,18 @@
 // (no allocation), or injected by the topology layer or a test.
 #include "rseq/cpu_node.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <atomic>
-
+#include "rseq/once.h"
 #include "rseq/raw_io.h"
 
 namespace cidmalloc::rseq {
 
 namespace {
 
-// g_node[cpu] is the node of `cpu`.  Written only while g_table_state is 1
-// (by the one thread that moved it 0 -> 1); published by the release store
-// of 2, which pairs with the acquire load in NodeOfCpu().
+// g_node[cpu] is the node of `cpu`.  Written only by the one thread that
+// claimed g_table (NodeOfCpu's build, or SetCpuNodeTable), before it
+// publishes it; read only once g_table is done (rseq/once.h).
 constinit uint16_t g_node[kMaxCpusInNodeTable];
-constinit std::atomic<int> g_table_state{0};
+constinit OnceGate g_table;
 
 void SetNode(int cpu, void* arg) {
   if (cpu >= 0 && cpu < static_cast<int>(kMaxCpusInNodeTable)) {
@@ -38,7 +34,7 @@ void MarkNode(int node, void* arg) {
   // Room for the longest list of cpus below kMaxCpusInNodeTable, every
   // other one ("0,2,4,...": 1024 bytes held only the first 250 or so, and
   // the rest stayed on node 0).  Static: only the thread that claimed the
-  // table (Claim) runs this, and a thread's stack may be small.
+  // table (g_table) runs this, and a thread's stack may be small.
   static char list[kMaxCpusInNodeTable / 2 * 5 + 64];
   if (ReadSmallFile(path, list, sizeof list) > 0) {
     ForEachInCpuList(list, SetNode,
@@ -56,43 +52,21 @@ void BuildFromSysfs() {
   }
 }
 
-// Acquire pairs with nothing: 0 is only the initial value, and the claim
-// only needs the CAS to make this thread the one writer of g_node.
-bool Claim() {
-  int expected = 0;
-  return g_table_state.compare_exchange_strong(expected, 1,
-                                               std::memory_order_acquire);
-}
-
-// Release: the table is complete before the state says so; pairs with the
-// acquire loads in NodeOfCpu.
-void Publish() { g_table_state.store(2, std::memory_order_release); }
-
 }  // namespace
 
 int NodeOfCpu(int cpu) {
-  // Acquire (both loads): pairs with Publish()'s release store.
-  if (g_table_state.load(std::memory_order_acquire) != 2) {
-    if (Claim()) {
-      BuildFromSysfs();
-      Publish();
-    } else {
-      while (g_table_state.load(std::memory_order_acquire) != 2) {
-        syscall(SYS_sched_yield);
-      }
-    }
-  }
+  g_table.Run(BuildFromSysfs);
   if (cpu < 0 || cpu >= static_cast<int>(kMaxCpusInNodeTable)) return 0;
   return g_node[cpu];
 }
 
 bool SetCpuNodeTable(const uint16_t* nodes, uint32_t count) {
   // Only before the table is built: readers never see it change.
-  if (!Claim()) return false;
+  if (!g_table.TryClaim()) return false;
   for (uint32_t c = 0; c < count && c < kMaxCpusInNodeTable; ++c) {
     g_node[c] = nodes[c];
   }
-  Publish();
+  g_table.Publish();
   return true;
 }
 

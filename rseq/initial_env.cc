@@ -2,14 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
+#include "rseq/once.h"
 
 namespace cidmalloc {
 
@@ -20,14 +19,11 @@ constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
 
 // The initial environment's CIDMALLOC_* entries, "NAME=value\0" one after
 // the other, in their order there; g_used bytes of it hold entries.
-// Written only by the one caller that moved g_load from kNotLoaded to
-// kLoading, before its release store of kLoaded; read only after an
-// acquire load of kLoaded, and never written again.
+// Written only by the one caller that claimed g_loaded, before it publishes
+// it; read only once g_loaded is done (rseq/once.h), never written again.
 char g_store[4096];
 size_t g_used;
-
-enum LoadState : int { kNotLoaded, kLoading, kLoaded };
-std::atomic<int> g_load{kNotLoaded};
+constinit OnceGate g_loaded;
 
 // Appends the CIDMALLOC_* entries of the NUL-separated list on `fd` to
 // g_store.  Streamed through a buffer on the stack: the environment as a
@@ -84,24 +80,9 @@ const char* InitialEnvKnob(const char* name) {
   // kernel started in secure-execution mode.
   if (getauxval(AT_SECURE) != 0) return nullptr;
   const int saved = errno;
-  int state = g_load.load(std::memory_order_acquire);  // Pairs with the
-                                                       // release below.
-  if (state != kLoaded) {
-    int expected = kNotLoaded;
-    if (g_load.compare_exchange_strong(expected, kLoading,
-                                       std::memory_order_relaxed)) {
-      Load();
-      // Publishes g_store and g_used to every acquire load above and
-      // below.
-      g_load.store(kLoaded, std::memory_order_release);
-    } else {
-      // Another thread loads (knobs are read while the allocator or the
-      // rseq layer initialises, which other threads may wait for).
-      while (g_load.load(std::memory_order_acquire) != kLoaded) {
-        syscall(SYS_sched_yield);
-      }
-    }
-  }
+  // Another thread may be loading: knobs are read while the allocator or
+  // the rseq layer initialises, which other threads may wait for.
+  g_loaded.Run(Load);
   errno = saved;
   const size_t length = strlen(name);
   for (size_t i = 0; i < g_used; i += strlen(g_store + i) + 1) {
