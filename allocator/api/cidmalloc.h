@@ -51,6 +51,11 @@ struct cidmalloc_stats {
    * on several nodes has a slab per node but counts once), cpus in cpu
    * mode, soft IDs in none mode. */
   unsigned ids_seen;
+  /* Free pages inside spans that still hold objects in use, returned to
+   * the OS by malloc_trim and the idle scan, ever (bytes; they come back
+   * when their objects are reused, and the node figures above still count
+   * them as in use). */
+  unsigned long long span_bytes_purged;
 };
 
 /* Fills *out; returns 0.  Does not allocate.  Fills all of this header's

@@ -174,6 +174,7 @@ extern "C" __attribute__((visibility("default"))) int cidmalloc_get_stats(struct
   out->frees = api::Sum(&IdCounters::frees);
   out->remote_frees = api::Sum(&IdCounters::remote_frees);
   out->local_allocs = api::Sum(&IdCounters::local_allocs);
+  out->span_bytes_purged = central::PurgedSpanBytes();
   for (int node = 0; node < os::NumNodes(); ++node) {
     page_heap::NodeStats ns;
     page_heap::GetNodeStats(node, &ns);
@@ -225,6 +226,8 @@ extern "C" __attribute__((visibility("default"))) void cidmalloc_print_stats(int
     b.Str(", cached objects ");
     cidmalloc::api::MiB(b, s.cached_bytes);
     b.Str(", idle caches drained ").Udec(s.idle_drains);
+    b.Str(", sparse spans' free pages returned ");
+    cidmalloc::api::MiB(b, s.span_bytes_purged);
     b.Str(", background thread ").Str(s.background_thread);
     if (s.background_ticks != 0) {
       b.Str(" (").Udec(s.background_ticks).Str(" ticks)");

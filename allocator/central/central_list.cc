@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include "allocator/central/span_list.h"
 #include "allocator/os/check.h"
 #include "allocator/os/spinlock.h"
 #include "allocator/os/topology.h"
@@ -11,77 +12,20 @@
 
 namespace cidmalloc::central {
 
+namespace internal {
+constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
+}  // namespace internal
+
 namespace {
 
+using namespace internal;  // NOLINT: this file implements them.
 using page_heap::ChunkInfo;
 using page_heap::kPageShift;
 using page_heap::PageIndex;
 
-// A span's state; guarded by the lock of the list that owns it.
-//
-// Its free objects are the uncarved ones, [carved, capacity), which no one
-// has touched yet, and those returned, one bit each in the bitmap that
-// follows the record (SpanBits): a refill takes them in ascending order
-// without touching them, where a free list linked through the objects made
-// it load each one, a dependent cache miss per object for objects freed
-// long ago (jemalloc's slabs keep a bitmap too).  A free of an object whose
-// bit is set is a double free.
-struct Span {
-  uintptr_t start;
-  ChunkInfo* chunk;
-  uint32_t carved;      // Objects [0, carved) were handed out at least once.
-  uint32_t capacity;    // Objects in the span.
-  uint32_t in_use;      // Objects outside the span.
-  uint32_t free_bits;   // Bits set in the bitmap: returned objects.
-  uint32_t first_word;  // No bit is set in the bitmap's words before it.
-  uint8_t cls;
-  bool listed;          // On the list's partial list.
-  Span* prev;
-  Span* next;
-};
-
-// The bitmap of a span of class `cls`: BitmapWords(cls) words after the
-// record, bit i of word w for object 64 w + i.
-inline uint32_t BitmapWords(int cls) {
-  const SizeClassInfo& c = Class(cls);
-  return (c.limit / c.size + 63) / 64;
-}
-inline uint64_t* SpanBits(Span* s) { return reinterpret_cast<uint64_t*>(s + 1); }
-inline const uint64_t* SpanBits(const Span* s) {
-  return reinterpret_cast<const uint64_t*>(s + 1);
-}
-static_assert(sizeof(Span) % alignof(uint64_t) == 0);
-
-// The transfer cache: whole batches on their way from one ID's cache to
-// another's, kept as an array of pointers so that neither side touches the
-// objects.  Without it a flushed batch was threaded through the objects
-// into their spans' free lists (before the spans kept bitmaps), and the
-// next refill walked those lists: one dependent load per object, of a line
-// the freeing core had just written (prodcons spent a fifth of its time
-// there).  Objects in it stay counted as in use by their spans; it holds at
-// most kTransferBatches batches.
-inline constexpr uint32_t kTransferBatches = 4;
-inline constexpr uint32_t kTransferSlots = kTransferBatches * kMaxBatch;
-
-struct alignas(64) CentralList {
-  os::SpinLock lock;
-  // Guarded by `lock`:
-  Span* partial = nullptr;  // Spans with an object to hand out.
-  uint64_t spans = 0;
-  uint64_t free_objects = 0;   // In the spans (returned or uncarved) and
-                               // in the transfer cache.
-  uint64_t total_objects = 0;
-  void** transfer = nullptr;   // kTransferSlots slots, allocated on first use.
-  uint32_t transfer_count = 0;
-  uint32_t removals = 0;       // RemoveBatch calls, ever (wrapping).
-  uint32_t removals_seen = 0;  // `removals` at the last ReleaseIdleLists.
-};
-
 struct SpanTags {
   uint32_t tag[kNumClasses];
 };
-
-constinit CentralList g_lists[os::kMaxNodes][kNumClasses];
 
 // Recycled Span records, per class (their bitmaps' sizes differ); guarded
 // by g_span_lock.
@@ -130,23 +74,10 @@ void DeleteSpanRecord(Span* s, int cls) {
   g_free_spans[cls] = s;
 }
 
-void Link(CentralList* l, Span* s) {
-  s->listed = true;
-  s->prev = nullptr;
-  s->next = l->partial;
-  if (l->partial != nullptr) l->partial->prev = s;
-  l->partial = s;
-}
-
-void Unlink(CentralList* l, Span* s) {
-  s->listed = false;
-  if (s->prev != nullptr) {
-    s->prev->next = s->next;
-  } else {
-    l->partial = s->next;
-  }
-  if (s->next != nullptr) s->next->prev = s->prev;
-  s->prev = s->next = nullptr;
+// The fullest partial span, or nullptr.
+Span* Fullest(const CentralList* l) {
+  if (l->nonempty == 0) return nullptr;
+  return l->partial[31 - __builtin_clz(l->nonempty)];
 }
 
 uint32_t SpanSlot(uintptr_t start) {
@@ -169,6 +100,7 @@ Span* Grow(CentralList* l, int node, int cls) {
   s->chunk = chunk;
   s->capacity = c.limit / c.size;
   s->cls = static_cast<uint8_t>(cls);
+  s->list = kNotListed;
   chunk->span_meta[SpanSlot(start)] = s;
   // Published to free() through the objects handed out (see pagemap.h).
   CIDMALLOC_ASSERT(chunk->node == node);
@@ -182,11 +114,14 @@ Span* Grow(CentralList* l, int node, int cls) {
   return s;
 }
 
-// Gives a span with no object in use back to the page heap.  Called with
-// l->lock held.
+}  // namespace
+
+namespace internal {
+
 void Release(CentralList* l, Span* s) {
   const SizeClassInfo& c = Class(s->cls);
-  Unlink(l, s);
+  if (s->list != kNotListed) Unlink(l, s);
+  if (s->queued) Dequeue(l, s);
   --l->spans;
   l->free_objects -= s->capacity;
   l->total_objects -= s->capacity;
@@ -196,7 +131,7 @@ void Release(CentralList* l, Span* s) {
   DeleteSpanRecord(s, s->cls);
 }
 
-}  // namespace
+}  // namespace internal
 
 void SetTagPayloads(const uint32_t (&payload)[kNumClasses]) {
   for (int c = 1; c < kNumClasses; ++c) {
@@ -217,7 +152,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
     out[got++] = l->transfer[--l->transfer_count];
   }
   while (got < n) {
-    Span* s = l->partial;
+    Span* s = Fullest(l);
     if (s == nullptr) {
       s = Grow(l, node, cls);
       if (s == nullptr) break;  // errno is ENOMEM.
@@ -244,7 +179,11 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
       ++s->carved;
       ++s->in_use;
     }
-    if (s->free_bits == 0 && s->carved == s->capacity) Unlink(l, s);
+    if (s->free_bits == 0 && s->carved == s->capacity) {
+      Unlink(l, s);
+    } else {
+      Relist(l, s);  // Fuller now, and still the fullest.
+    }
   }
   l->free_objects -= got;  // Counts the transfer cache's objects too.
   return got;
@@ -272,16 +211,23 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
                         : "free(): double free (the object is free in its span)",
                     reinterpret_cast<void*>(p));
   }
-  SpanBits(s)[word] |= bit;
+  // Relaxed: a purge reads the bitmap without the lock (span_list.h).
+  __atomic_store_n(&SpanBits(s)[word], SpanBits(s)[word] | bit,
+                   __ATOMIC_RELAXED);
   ++s->free_bits;
   if (word < s->first_word) s->first_word = word;
   --s->in_use;
   ++l->free_objects;
-  if (!s->listed) Link(l, s);
-  // Keep one empty span per list to absorb alloc/free ping-pong.
-  if (s->in_use == 0 && (s->prev != nullptr || s->next != nullptr)) {
-    Release(l, s);
+  s->returned = true;
+  if (!s->queued) Enqueue(l, s);
+  if (s->list == kPurging) return;  // The purge puts it back.
+  if (s->list == kNotListed) {
+    Link(l, s);
+  } else {
+    Relist(l, s);
   }
+  // Keep one empty span per list to absorb alloc/free ping-pong.
+  if (s->in_use == 0 && l->listed > 1) Release(l, s);
 }
 
 // The node of all of objs[0..n), or -1 if they are not on one node.  The
@@ -359,23 +305,29 @@ enum class Lists : uint8_t {
   kIdle,  // those no refill took objects from since the last kIdle call.
 };
 
-// Empties the transfer cache of each list `which` picks into the spans and
-// gives every span with no object in use back to the page heap.
+// Empties the transfer cache of each list `which` picks into the spans,
+// gives every span with no object in use back to the page heap and the
+// free pages of its sparse spans to the OS.
 void ReleaseLists(Lists which) {
   for (int node = 0; node < os::NumNodes(); ++node) {
     for (int cls = 1; cls < kNumClasses; ++cls) {
       CentralList* l = &g_lists[node][cls];
-      os::SpinLockHolder h(&l->lock);
-      if (which == Lists::kIdle && l->removals != l->removals_seen) {
-        l->removals_seen = l->removals;
-        continue;
+      {
+        os::SpinLockHolder h(&l->lock);
+        if (which == Lists::kIdle && l->removals != l->removals_seen) {
+          l->removals_seen = l->removals;
+          continue;
+        }
+        FlushTransferLocked(l, cls);
+        // Empty spans are all on the emptiest list.
+        for (Span* s = l->partial[0]; s != nullptr;) {
+          Span* next = s->next;
+          if (s->in_use == 0) Release(l, s);
+          s = next;
+        }
       }
-      FlushTransferLocked(l, cls);
-      for (Span* s = l->partial; s != nullptr;) {
-        Span* next = s->next;
-        if (s->in_use == 0) Release(l, s);
-        s = next;
-      }
+      PurgeQueue(l, which == Lists::kAll ? Settled::kNotRequired
+                                         : Settled::kRequired);
     }
   }
 }
@@ -391,47 +343,6 @@ void GetClassStats(int node, int cls, ClassStats* out) {
   out->spans = l->spans;
   out->free_objects = l->free_objects;
   out->total_objects = l->total_objects;
-}
-
-void CheckInvariants() {
-  for (int node = 0; node < os::NumNodes(); ++node) {
-    for (int cls = 1; cls < kNumClasses; ++cls) {
-      CentralList* l = &g_lists[node][cls];
-      os::SpinLockHolder h(&l->lock);
-      uint64_t listed_free = 0;
-      for (Span* s = l->partial; s != nullptr; s = s->next) {
-        CIDMALLOC_CHECK(s->listed && s->cls == cls, "span on the wrong list");
-        CIDMALLOC_CHECK(s->chunk->node == node, "span on the wrong node");
-        CIDMALLOC_CHECK(s->in_use <= s->carved && s->carved <= s->capacity,
-                        "span counts");
-        uint32_t set = 0;
-        const uint64_t* bits = SpanBits(s);
-        for (uint32_t w = 0; w < BitmapWords(cls); ++w) {
-          CIDMALLOC_CHECK(w >= s->first_word || bits[w] == 0,
-                          "span bitmap: a bit before first_word");
-          for (uint64_t b = bits[w]; b != 0; b &= b - 1) {
-            CIDMALLOC_CHECK(w * 64 + __builtin_ctzll(b) < s->carved,
-                            "span bitmap: an object never carved is free");
-            ++set;
-          }
-        }
-        CIDMALLOC_CHECK(set == s->free_bits, "span bitmap: free_bits");
-        CIDMALLOC_CHECK(s->free_bits + (s->capacity - s->carved) ==
-                            s->capacity - s->in_use,
-                        "free objects do not add up");
-        listed_free += s->capacity - s->in_use;
-      }
-      CIDMALLOC_CHECK(l->transfer_count <= kTransferBatches * Class(cls).batch,
-                      "transfer cache over its limit");
-      for (uint32_t i = 0; i < l->transfer_count; ++i) {
-        const uintptr_t p = reinterpret_cast<uintptr_t>(l->transfer[i]);
-        CIDMALLOC_CHECK(ClassOfAddress(p) == cls && IsObjectStart(p, cls),
-                        "transfer cache entry is not an object of its class");
-      }
-      CIDMALLOC_CHECK(listed_free + l->transfer_count == l->free_objects,
-                      "list free count");
-    }
-  }
 }
 
 void ForkPrepare() {
@@ -451,6 +362,7 @@ void ForkChild() {
   for (auto& node : g_lists) {
     for (CentralList& l : node) l.lock.ResetAfterFork();
   }
+  FinishPurgesAfterFork();
 }
 
 }  // namespace cidmalloc::central

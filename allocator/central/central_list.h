@@ -72,13 +72,19 @@ void InsertBatch(int cls, void* const* objs, uint32_t n,
                  Via via = Via::kTransferCache);
 
 // Gives every span with no object in use back to the page heap, including
-// the one each list otherwise keeps (malloc_trim).
+// the one each list otherwise keeps, and returns to the OS the pages of
+// the other spans that hold no object in use (malloc_trim).
 void ReleaseEmptySpans();
 // The same for each list that no refill took objects from since the last
 // call (the front end's idle scan, once per CIDMALLOC_CACHE_IDLE_MS): its
 // transfer cache goes back to the spans, each object of which pins its
-// span, and then its empty spans to the page heap.
+// span, then its empty spans to the page heap, and the free pages of its
+// partial spans to the OS.
 void ReleaseIdleLists();
+// The bytes of partial spans' free pages those two returned to the OS,
+// ever.  The page heap still counts them as committed: they are part of
+// spans in use, and become resident again when their objects are reused.
+uint64_t PurgedSpanBytes();
 
 struct ClassStats {
   uint64_t spans;          // Spans owned by the list.

@@ -29,8 +29,8 @@ constexpr KnobInfo kKnobs[] = {
     {"CIDMALLOC_CACHE_IDLE_MS", "milliseconds, 0-3600000", "1000",
      "period after which a slow path drains the caches of IDs that neither "
      "missed nor moved a stack's top, empties each slab's classes that did "
-     "not miss, and returns idle central lists' spans (0: never; malloc_trim "
-     "drains every cache)"},
+     "not miss, and returns idle central lists' empty spans and the free pages "
+     "of their sparse ones (0: never; malloc_trim drains every cache)"},
     {"CIDMALLOC_RELEASE_BYTES", "bytes (k/M/G suffix)", "32M",
      "free bytes a node keeps before returning memory to the OS"},
     {"CIDMALLOC_RELEASE_DELAY_MS", "milliseconds, 0-3600000", "1000",

@@ -95,6 +95,17 @@ bool ReleasePages(void* p, size_t size, ReleaseMethod method) {
   return r == 0;
 }
 
+size_t KernelPageSize() {
+  static std::atomic<size_t> cached{0};
+  size_t size = cached.load(std::memory_order_relaxed);
+  if (size == 0) {
+    size = getauxval(AT_PAGESZ);
+    if (size == 0 || (size & (size - 1)) != 0) size = 4096;
+    cached.store(size, std::memory_order_relaxed);  // Idempotent.
+  }
+  return size;
+}
+
 bool AdviseHugePages(void* p, size_t size) {
   const int saved = errno;
   const long r = syscall(SYS_madvise, p, size, MADV_HUGEPAGE);

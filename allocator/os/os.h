@@ -37,6 +37,10 @@ void* Remap(void* p, size_t old_size, size_t new_size, RemapKind kind,
 // contents (MADV_FREE) afterwards.
 bool ReleasePages(void* p, size_t size, ReleaseMethod method);
 
+// The kernel's page size (AT_PAGESZ; 4096 if the auxiliary vector has
+// none): the unit ReleasePages can return.  Read once, relaxed.
+size_t KernelPageSize();
+
 // Asks for transparent huge pages on [p, p+size) (MADV_HUGEPAGE), which
 // must be 2 MiB-aligned.  Returns false where the kernel refuses (no THP,
 // or THP disabled); the range then keeps 4 KiB pages.

@@ -201,6 +201,11 @@ size_t CommittedFreeBytes(const NodeHeap* h) {
 
 void Init(const os::Config* config) { g_config = config; }
 
+bool ReleaseSpanPages(uintptr_t p, size_t size) {
+  return os::ReleasePages(reinterpret_cast<void*>(p), size,
+                          g_config->release_method);
+}
+
 uintptr_t AllocSpan(int node, int order, bool* zeroed) {
   ChunkInfo* c;
   return AllocFromArenas(node, 0, 1u << order, order, zeroed, &c);

@@ -39,6 +39,12 @@ void Init(const os::Config* config);
 // every page is known to read as zero.
 uintptr_t AllocSpan(int node, int order, bool* zeroed);
 void FreeSpan(ChunkInfo* chunk, uintptr_t start, int order);
+// Returns [p, p+size), kernel pages inside a span its owner holds no live
+// object in, to the OS with the configured advice (CIDMALLOC_RELEASE_
+// METHOD) while the span stays allocated.  Returns false if the kernel
+// refused.  The heap's counters do not change: the span's pages still
+// count as in use.
+bool ReleaseSpanPages(uintptr_t p, size_t size);
 
 // Allocations above the largest size class: a page run (up to a chunk),
 // from the node's heap `arena` (taken modulo kArenasPerNode, chunk.h),
