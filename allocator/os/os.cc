@@ -113,6 +113,13 @@ bool AdviseHugePages(void* p, size_t size) {
   return r == 0;
 }
 
+bool AdviseNoHugePages(void* p, size_t size) {
+  const int saved = errno;
+  const long r = syscall(SYS_madvise, p, size, MADV_NOHUGEPAGE);
+  errno = saved;
+  return r == 0;
+}
+
 bool BindToNode(void* p, size_t size, int node, NumaPolicy policy) {
   if (policy == NumaPolicy::kOff) return true;
   if (node < 0 || node >= kMaxNodeBits) return false;

@@ -45,6 +45,9 @@ size_t KernelPageSize();
 // must be 2 MiB-aligned.  Returns false where the kernel refuses (no THP,
 // or THP disabled); the range then keeps 4 KiB pages.
 bool AdviseHugePages(void* p, size_t size);
+// MADV_NOHUGEPAGE on [p, p+size), 2 MiB-aligned: 4 KiB pages only, even
+// under THP "always".  Returns false where the kernel refuses.
+bool AdviseNoHugePages(void* p, size_t size);
 
 // Binds [p, p+size) to `node` with the given policy (mbind(2)).  Returns
 // false (and leaves the range unbound) if the kernel refuses, e.g. for a

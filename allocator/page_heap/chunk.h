@@ -64,6 +64,10 @@ struct ChunkInfo {
   // by the huge cache under the heap lock while the mapping is cached. ---
   size_t huge_bytes;
   size_t huge_requested;
+  // Bytes from `base` advised MADV_HUGEPAGE (AdviseGrowing), 0 if none;
+  // when it is less than huge_bytes, the rest is advised MADV_NOHUGEPAGE,
+  // a second VMA.  Same writers as huge_bytes.
+  size_t huge_advised;
   // --- kHuge: written under the heap lock by the cache (huge_cache.cc);
   // huge_state is also read without it (relaxed) by HugeUsableSize, for a
   // pointer the caller owns unless the program misuses it. ---

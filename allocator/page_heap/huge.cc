@@ -16,8 +16,20 @@
 // huge page would make up to 2 MiB resident for a few bytes.  Advising
 // every mapping at creation also made the fragmentation workload 1.35x
 // slower here (each 2 MiB fault of fresh guest memory costs the VM ~3 ms)
-// and 1.7 % larger, for no gain (docs/benchmarks/tuning_log.md).  mremap
-// keeps the advice when ResizeHuge grows or moves the mapping.
+// and 1.7 % larger, for no gain (docs/benchmarks/tuning_log.md).  The
+// advice covers the chunks the requested size fills; a last chunk it fills
+// only in part gets MADV_NOHUGEPAGE, so that it stays in 4 KiB pages: as a
+// huge page the whole 2 MiB became resident on the first touch of its
+// part (50 buffers grown to 3 MB kept 209 MB resident, glibc 148 MB).
+// That splits the mapping into two VMAs, which mremap cannot grow as one,
+// so ResizeHuge advises the tail MADV_HUGEPAGE again first, which merges
+// them, and splits them anew after.
+//
+// malloc_usable_size of such a block is its requested size rounded up to
+// the kernel's page, as glibc's for its mmapped chunks, not the mapping:
+// the mapping's slack lets realloc grow into it without a system call,
+// but a program that sizes its buffers by the usable size (redis's
+// used_memory) would count up to 2 MiB more per block.
 #include <errno.h>
 
 #include "allocator/os/check.h"
@@ -65,6 +77,7 @@ void* ReuseCached(NodeHeap* h, size_t bytes, size_t map_bytes,
     h->mapped_bytes -= tail;
   }
   c->huge_requested = bytes;
+  if (c->huge_advised > map_bytes) c->huge_advised = map_bytes;
   return reinterpret_cast<void*>(c->base);
 }
 
@@ -97,6 +110,7 @@ void* AllocHuge(int node, size_t bytes, size_t align, bool* zeroed) {
   info->arena = 0;
   info->huge_bytes = map_bytes;
   info->huge_requested = bytes;
+  info->huge_advised = 0;
   info->huge_state = HugeState::kLive;
   info->cache_newer = info->cache_older = nullptr;
   bool bound = true;
@@ -139,12 +153,46 @@ void FreeHuge(ChunkInfo* c, uintptr_t p) {
 }
 
 void AdviseGrowing(ChunkInfo* c) {
-  // The whole mapping: advising part of it would split it into two VMAs,
-  // which mremap cannot resize as one.
-  if (c->kind == ChunkKind::kHuge && g_config->huge_pages) {
-    os::AdviseHugePages(reinterpret_cast<void*>(c->base), c->huge_bytes);
+  if (c->kind != ChunkKind::kHuge || !g_config->huge_pages) return;
+  void* const base = reinterpret_cast<void*>(c->base);
+  // All of it first: one VMA again if it was split.
+  if (!os::AdviseHugePages(base, c->huge_bytes)) return;
+  c->huge_advised = c->huge_bytes;
+  // The chunks the requested size fills (it is over a chunk) keep the
+  // advice; a last chunk it fills only in part gets none (see the top of
+  // this file).
+  const size_t full = c->huge_requested & ~(kChunkSize - 1);
+  if (full == c->huge_bytes) return;
+  // The VMA gets its anon_vma (the kernel's record of its anonymous pages)
+  // at its first write fault.  Split before that, each half got one of its
+  // own when first written, and the two could never merge again: the
+  // mremap after JoinAdvice failed with EFAULT.  So write the first byte
+  // first, as it is: the caller owns the block (realloc), and it is being
+  // filled (the head chunk is in use, or about to be copied into).
+  volatile char* first = static_cast<volatile char*>(base);
+  *first = *first;
+  if (os::AdviseNoHugePages(reinterpret_cast<void*>(c->base + full),
+                            c->huge_bytes - full)) {
+    c->huge_advised = full;
   }
 }
+
+namespace {
+
+// Makes the mapping one VMA again before mremap grows or moves it: its
+// tail advised as its head, which lets the kernel merge them.  Returns
+// false if the kernel refused (mremap would then fail with EFAULT).
+bool JoinAdvice(ChunkInfo* c) {
+  if (c->huge_advised == 0 || c->huge_advised == c->huge_bytes) return true;
+  if (!os::AdviseHugePages(reinterpret_cast<void*>(c->base + c->huge_advised),
+                           c->huge_bytes - c->huge_advised)) {
+    return false;
+  }
+  c->huge_advised = c->huge_bytes;
+  return true;
+}
+
+}  // namespace
 
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
   // Relaxed: a pointer the caller owns was made live before it got it; a
@@ -152,7 +200,9 @@ size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
   if (__atomic_load_n(&c->huge_state, __ATOMIC_RELAXED) != HugeState::kLive) {
     return 0;
   }
-  return p == c->base ? c->huge_bytes : 0;
+  if (p != c->base) return 0;
+  const size_t page = os::KernelPageSize();
+  return (c->huge_requested + page - 1) & ~(page - 1);
 }
 
 void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
@@ -168,6 +218,7 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
     return old;
   }
   uintptr_t base = 0;
+  if (new_bytes > old_bytes && !JoinAdvice(c)) return nullptr;
   if (new_bytes < old_bytes) {
     // Shrink where it is; the tail's pagemap entries go first.
     SetChunks(p + new_bytes, old_bytes - new_bytes, nullptr);
@@ -175,6 +226,17 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
                   nullptr) == nullptr) {
       SetChunks(p + new_bytes, old_bytes - new_bytes, c);
       return nullptr;
+    }
+    // What the last chunk holds past the new size is no longer the
+    // program's (realloc keeps only the first `bytes`): its pages go too,
+    // as glibc's shrunk mmapped chunks end at the page.  A huge page there,
+    // faulted while the chunk was advised, would keep all 2 MiB (50 buffers
+    // grown to 12 MB and cut to 7 MB: 414 MB resident, glibc 343 MB).
+    const size_t page = os::KernelPageSize();
+    const size_t keep = (bytes + page - 1) & ~(page - 1);
+    if (keep < new_bytes) {
+      os::ReleasePages(reinterpret_cast<void*>(p + keep), new_bytes - keep,
+                       g_config->release_method);
     }
     base = p;
   } else if (os::Remap(old, old_bytes, new_bytes, os::RemapKind::kInPlace,
@@ -239,7 +301,9 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
   c->base = base;
   c->huge_bytes = new_bytes;
   c->huge_requested = bytes;
-  if (new_bytes > old_bytes) AdviseGrowing(c);
+  // Grown: advised, a new split.  Shrunk: a split where the new size
+  // falls, if it was advised.
+  if (new_bytes > old_bytes || c->huge_advised != 0) AdviseGrowing(c);
   return reinterpret_cast<void*>(base);
 }
 

@@ -67,12 +67,14 @@ bool ResizeRun(ChunkInfo* chunk, uintptr_t p, size_t bytes);
 // caller must allocate and copy.  The caller owns p (realloc).
 void* ResizeHuge(ChunkInfo* chunk, uintptr_t p, size_t bytes);
 // The mapping of its own that starts at p (chunk->kind kHuge) is a buffer
-// realloc grows: asks for transparent huge pages on all of it
+// realloc grows: asks for transparent huge pages on the chunks its
+// requested size fills, and for none on a last chunk it fills in part
 // (CIDMALLOC_HUGE_PAGES), before the caller copies into it.  ResizeHuge
-// does this itself when it grows a mapping.
+// does this itself when it resizes a mapping.
 void AdviseGrowing(ChunkInfo* chunk);
 // Usable bytes of the large allocation starting at p, or 0 if p is not the
-// start of a live large allocation.
+// start of a live large allocation: a page run's pages; a mapping's
+// requested size rounded up to the kernel's page (huge.cc).
 size_t LargeUsableSize(const ChunkInfo* chunk, uintptr_t p);
 // The pages of the live page run starting at p in `chunk`, or 0 if p is no
 // such start (or the chunk is a huge mapping): LargeUsableSize's page-run

@@ -56,7 +56,9 @@ TEST(HugeCache, AFreedMappingIsReusedWhereItIs) {
   EXPECT_TRUE(zeroed);  // A fresh mapping.
   memset(reinterpret_cast<void*>(p), 0x5a, 3 * kMiB);
   const Counters live = Now();
-  EXPECT_EQ(ph::LargeUsableSize(ph::LookupChunk(p), p), 4 * kMiB);
+  // The requested size (page-rounded) is usable; the mapping is 4 MiB.
+  EXPECT_EQ(ph::LargeUsableSize(ph::LookupChunk(p), p), 3 * kMiB);
+  EXPECT_EQ(ph::LookupChunk(p + 4 * kMiB - 1)->huge_bytes, 4 * kMiB);
 
   Free(p);
   const Counters cached = Now();
@@ -95,7 +97,8 @@ TEST(HugeCache, TheSmallestFitIsTakenAndItsTailUnmapped) {
   // 7 MiB rounds to 8: only the 10 MiB one fits; its last 2 MiB go.
   const uintptr_t b = Alloc(7 * kMiB, &zeroed);
   EXPECT_EQ(b, big);
-  EXPECT_EQ(ph::LargeUsableSize(ph::LookupChunk(b), b), 8 * kMiB);
+  EXPECT_EQ(ph::LargeUsableSize(ph::LookupChunk(b), b), 7 * kMiB);
+  EXPECT_EQ(ph::LookupChunk(b)->huge_bytes, 8 * kMiB);
   EXPECT_EQ(ph::LookupChunk(big + 9 * kMiB), nullptr)
       << "the trimmed tail left the pagemap";
   const Counters after = Now();

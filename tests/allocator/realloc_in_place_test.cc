@@ -11,7 +11,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "allocator/page_heap/page_heap.h"
 #include "gtest/gtest.h"
@@ -78,10 +82,12 @@ TEST(ReallocHuge, RepeatedDoublingKeepsContents) {
 }
 
 // A mapping of its own of `from` bytes, filled with a pattern, shrunk by
-// realloc to `to`: it must stay where it is, keep its first `to` bytes and
-// give up what lies past `usable` (whole chunks), whose pages leave the
-// pagemap.  Returns the block, or nullptr (and a failure) if it moved.
-void* ShrinkMapping(size_t from, size_t to, size_t usable, int seed) {
+// realloc to `to`: it must stay where it is, keep its first `to` bytes,
+// report `to` rounded up to the page as its usable size (as glibc's
+// mmapped chunks do), and give up what lies past `mapping` (whole
+// chunks), whose pages leave the pagemap, and the pages past `to` inside
+// it.  Returns the block, or nullptr (and a failure) if it moved.
+void* ShrinkMapping(size_t from, size_t to, size_t mapping, int seed) {
   void* p = malloc(from);
   if (p == nullptr) {
     ADD_FAILURE() << "malloc(" << from << ") failed";
@@ -94,27 +100,39 @@ void* ShrinkMapping(size_t from, size_t to, size_t usable, int seed) {
     free(q);
     return nullptr;
   }
-  EXPECT_EQ(malloc_usable_size(q), usable) << "whole chunks";
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(malloc_usable_size(q), (to + page - 1) / page * page);
   EXPECT_EQ(FirstPatternMismatch(q, to, seed), to);
-  EXPECT_EQ(KindOf(static_cast<char*>(q) + usable + 2 * kMiB),
-            BlockKind::kNotOurs)
+  char* const c = static_cast<char*>(q);
+  EXPECT_EQ(KindOf(c + mapping - 1), BlockKind::kHuge) << "whole chunks";
+  EXPECT_EQ(KindOf(c + mapping), BlockKind::kNotOurs)
       << "the cut tail is no longer in the pagemap";
+  // The pages past the new size, in the last chunk, are not resident.
+  const size_t keep = (to + page - 1) / page * page;
+  if (keep < mapping) {
+    std::vector<unsigned char> vec((mapping - keep) / page);
+    EXPECT_EQ(mincore(c + keep, mapping - keep, vec.data()), 0);
+    size_t resident = 0;
+    for (unsigned char v : vec) resident += v & 1;
+    EXPECT_EQ(resident, 0u) << "of " << vec.size() << " pages past the size";
+  }
   return q;
 }
 
 // Below half the block: realloc must not keep all 32 MiB.
 TEST(ReallocHuge, ShrinkingStaysInPlaceAndReturnsTheTail) {
-  free(ShrinkMapping(32 * kMiB, 5 * kMiB, 6 * kMiB, 13));
+  free(ShrinkMapping(32 * kMiB, 5 * kMiB + 100, 6 * kMiB, 13));
 }
 
 // Above half the block, but wasting 2 MiB or more: cut in place too, as
-// glibc cuts its mmapped chunks; less than 2 MiB over: kept as it is.
+// glibc cuts its mmapped chunks; less than 2 MiB under: kept as it is.
 TEST(ReallocHuge, ShrinkingAboveHalfByAChunkOrMoreReturnsTheTail) {
   void* q = ShrinkMapping(64 * kMiB, 33 * kMiB, 34 * kMiB, 17);
   ASSERT_NE(q, nullptr);
-  void* r = realloc(q, 33 * kMiB);  // 1 MiB less than the block.
+  void* r = realloc(q, 32 * kMiB + 1);  // Just under 1 MiB less.
   ASSERT_EQ(r, q);
-  EXPECT_EQ(malloc_usable_size(r), 34 * kMiB);
+  EXPECT_EQ(malloc_usable_size(r), 33 * kMiB) << "kept as it was";
+  EXPECT_EQ(FirstPatternMismatch(r, 32 * kMiB + 1, 17), 32 * kMiB + 1);
   free(r);
 }
 
