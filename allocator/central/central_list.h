@@ -85,6 +85,9 @@ void ReleaseIdleLists();
 // ever.  The page heap still counts them as committed: they are part of
 // spans in use, and become resident again when their objects are reused.
 uint64_t PurgedSpanBytes();
+// Spans a purge has off the lists right now (tests: 0 in a fork child,
+// whose ForkChild puts them back).
+uint32_t SpansBeingPurged();
 
 struct ClassStats {
   uint64_t spans;          // Spans owned by the list.

@@ -35,6 +35,8 @@
 #include "allocator/central/central_list.h"
 #include "allocator/central/span_list.h"
 #include "allocator/os/os.h"
+#include "allocator/os/spinlock.h"
+#include "allocator/os/topology.h"
 #include "allocator/page_heap/page_heap.h"
 
 namespace cidmalloc::central {
@@ -165,6 +167,18 @@ void FinishPurgesAfterFork() {
 
 uint64_t PurgedSpanBytes() {
   return g_purged_bytes.load(std::memory_order_relaxed);
+}
+
+uint32_t SpansBeingPurged() {
+  uint32_t n = 0;
+  for (int node = 0; node < os::NumNodes(); ++node) {
+    for (int cls = 1; cls < kNumClasses; ++cls) {
+      internal::CentralList* l = &internal::g_lists[node][cls];
+      os::SpinLockHolder h(&l->lock);
+      n += l->purging;
+    }
+  }
+  return n;
 }
 
 }  // namespace cidmalloc::central

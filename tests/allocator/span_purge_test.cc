@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -239,6 +240,47 @@ TEST(SpanPurge, PurgesRacingWithFreesAndRefillsKeepLiveObjects) {
   trimmer.join();
   EXPECT_EQ(bad.load(), 0u) << "live objects lost their cookies";
   EXPECT_GT(c::PurgedSpanBytes(), purged_before) << "no purge raced";
+  c::CheckInvariants();
+}
+
+// fork while another thread purges: a purge that had spans off the lists
+// when the child was made is finished in the child (ForkChild), where the
+// purging thread does not exist; otherwise those spans' free objects were
+// lost to the child.  The parent makes sparse spans before each fork, and
+// a thread trims (purges) all the while.
+TEST(SpanPurge, AForkChildGetsBackTheSpansAPurgeHadOffTheLists) {
+  constexpr size_t kSize = 12288;
+  std::atomic<bool> done{false};
+  std::thread trimmer([&] {
+    while (!done.load(std::memory_order_relaxed)) malloc_trim(0);
+  });
+  int bad_children = 0;
+  for (int round = 0; round < 200; ++round) {
+    // A span of objects of which all but one are freed: a purge's work.
+    std::vector<void*> objs(21);
+    for (void*& p : objs) {
+      p = malloc(kSize);
+      memset(p, 1, kSize);
+    }
+    for (size_t i = 1; i < objs.size(); ++i) free(objs[i]);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int status = c::SpansBeingPurged() == 0 ? 0 : 1;
+      c::CheckInvariants();
+      void* again = malloc(kSize);
+      memset(again, 2, kSize);
+      free(again);
+      _exit(status);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++bad_children;
+    free(objs[0]);
+  }
+  done.store(true);
+  trimmer.join();
+  EXPECT_EQ(bad_children, 0) << "children with a purge left unfinished";
   c::CheckInvariants();
 }
 
