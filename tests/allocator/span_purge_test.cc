@@ -34,9 +34,12 @@ struct ClassShape {
   uintptr_t span_bytes;
   uint32_t per_span;  // Objects in a span.
 };
+// Initialises the allocator first; `size` must be a class's own size.
 ClassShape Shape(size_t size) {
+  free(malloc(16));
   const int cls = c::ClassOf(size);
   const c::SizeClassInfo& info = c::Class(cls);
+  EXPECT_EQ(info.size, size) << "not a class size";
   return {cls, info.span_bytes, info.limit / info.size};
 }
 
@@ -75,10 +78,8 @@ bool Holds(const void* p, size_t size, int i) {
 }
 
 TEST(SpanPurge, TrimReturnsThePagesOfFreeObjectsAndKeepsTheOthers) {
-  free(malloc(16));  // Initialises the allocator.
   constexpr size_t kSize = 12288;
   const ClassShape s = Shape(kSize);
-  ASSERT_EQ(c::Class(s.cls).size, kSize);
   ASSERT_GE(s.per_span, 8u);
   std::vector<void*> objs = TakeSpan(s);
   for (uint32_t i = 0; i < s.per_span; ++i) Fill(objs[i], kSize, i);
@@ -123,10 +124,8 @@ TEST(SpanPurge, TrimReturnsThePagesOfFreeObjectsAndKeepsTheOthers) {
 }
 
 TEST(SpanPurge, RefillTakesTheFullestSpan) {
-  free(malloc(16));
   constexpr size_t kSize = 24576;
   const ClassShape s = Shape(kSize);
-  ASSERT_EQ(c::Class(s.cls).size, kSize);
   std::vector<void*> a = TakeSpan(s);
   std::vector<void*> b = TakeSpan(s);
   ASSERT_NE(SpanOf(a[0], s), SpanOf(b[0], s));
@@ -146,10 +145,8 @@ TEST(SpanPurge, RefillTakesTheFullestSpan) {
 }
 
 TEST(SpanPurge, IdleScanPurgesASpanOnceNoFreeReachedItForAPeriod) {
-  free(malloc(16));
   constexpr size_t kSize = 28672;
   const ClassShape s = Shape(kSize);
-  ASSERT_EQ(c::Class(s.cls).size, kSize);
   std::vector<void*> objs = TakeSpan(s);
   for (uint32_t i = 0; i < s.per_span; ++i) Fill(objs[i], kSize, i);
   const uint32_t half = s.per_span / 2;
