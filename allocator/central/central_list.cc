@@ -74,12 +74,6 @@ void DeleteSpanRecord(Span* s, int cls) {
   g_free_spans[cls] = s;
 }
 
-// The fullest partial span, or nullptr.
-Span* Fullest(const CentralList* l) {
-  if (l->nonempty == 0) return nullptr;
-  return l->partial[31 - __builtin_clz(l->nonempty)];
-}
-
 uint32_t SpanSlot(uintptr_t start) {
   return PageIndex(start) >> page_heap::kSpanSlotShift;
 }
@@ -100,7 +94,6 @@ Span* Grow(CentralList* l, int node, int cls) {
   s->chunk = chunk;
   s->capacity = c.limit / c.size;
   s->cls = static_cast<uint8_t>(cls);
-  s->list = kNotListed;
   chunk->span_meta[SpanSlot(start)] = s;
   // Published to free() through the objects handed out (see pagemap.h).
   CIDMALLOC_ASSERT(chunk->node == node);
@@ -120,7 +113,7 @@ namespace internal {
 
 void Release(CentralList* l, Span* s) {
   const SizeClassInfo& c = Class(s->cls);
-  if (s->list != kNotListed) Unlink(l, s);
+  if (s->place == Place::kPartial) Unlink(l, s, Place::kFull);
   if (s->queued) Dequeue(l, s);
   --l->spans;
   l->free_objects -= s->capacity;
@@ -152,7 +145,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
     out[got++] = l->transfer[--l->transfer_count];
   }
   while (got < n) {
-    Span* s = Fullest(l);
+    Span* s = l->partial;
     if (s == nullptr) {
       s = Grow(l, node, cls);
       if (s == nullptr) break;  // errno is ENOMEM.
@@ -180,9 +173,7 @@ uint32_t RemoveBatch(int node, int cls, void** out, uint32_t n) {
       ++s->in_use;
     }
     if (s->free_bits == 0 && s->carved == s->capacity) {
-      Unlink(l, s);
-    } else {
-      Relist(l, s);  // Fuller now, and still the fullest.
+      Unlink(l, s, Place::kFull);
     }
   }
   l->free_objects -= got;  // Counts the transfer cache's objects too.
@@ -220,12 +211,8 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
   ++l->free_objects;
   s->returned = true;
   if (!s->queued) Enqueue(l, s);
-  if (s->list == kPurging) return;  // The purge puts it back.
-  if (s->list == kNotListed) {
-    Link(l, s);
-  } else {
-    Relist(l, s);
-  }
+  if (s->place == Place::kPurging) return;  // The purge puts it back.
+  if (s->place == Place::kFull) Link(l, s);
   // Keep one empty span per list to absorb alloc/free ping-pong.
   if (s->in_use == 0 && l->listed > 1) Release(l, s);
 }
@@ -319,8 +306,7 @@ void ReleaseLists(Lists which) {
           continue;
         }
         FlushTransferLocked(l, cls);
-        // Empty spans are all on the emptiest list.
-        for (Span* s = l->partial[0]; s != nullptr;) {
+        for (Span* s = l->partial; s != nullptr;) {
           Span* next = s->next;
           if (s->in_use == 0) Release(l, s);
           s = next;

@@ -13,18 +13,15 @@ namespace {
 using internal::CentralList;
 using internal::Span;
 
-// Checks one span of (node, cls), on occupancy list `list` or kPurging;
-// called with the list's lock.  A span being purged is read as it is:
-// its purge reads the bitmap but does not change it.
-void CheckSpan(const Span* s, int node, int cls, uint8_t list) {
-  CIDMALLOC_CHECK(s->list == list && s->cls == cls, "span on the wrong list");
+// Checks one span of (node, cls), on its partial list or being purged;
+// called with the list's lock.  A span being purged is read as it is: its
+// purge reads the bitmap but does not change it.
+void CheckSpan(const Span* s, int node, int cls, internal::Place place) {
+  CIDMALLOC_CHECK(s->place == place && s->cls == cls, "span on the wrong list");
   CIDMALLOC_CHECK(s->chunk->node == node, "span on the wrong node");
   CIDMALLOC_CHECK(s->in_use <= s->carved && s->carved <= s->capacity &&
                       s->in_use < s->capacity,
                   "span counts");
-  CIDMALLOC_CHECK(list == internal::kPurging ||
-                      internal::OccupancyList(s->in_use, s->capacity) == list,
-                  "span on the wrong occupancy list");
   uint32_t set = 0;
   const uint64_t* bits = internal::SpanBits(s);
   for (uint32_t w = 0; w < internal::BitmapWords(cls); ++w) {
@@ -42,26 +39,22 @@ void CheckSpan(const Span* s, int node, int cls, uint8_t list) {
       "free objects do not add up");
 }
 
-// The occupancy lists and the spans being purged; returns their free
+// The partial list and the spans being purged; returns their free
 // objects.
 uint64_t CheckSpans(const CentralList* l, int node, int cls) {
   uint64_t free = 0;
   uint32_t listed = 0;
-  for (int i = 0; i < internal::kOccupancyLists; ++i) {
-    CIDMALLOC_CHECK((l->partial[i] != nullptr) == ((l->nonempty >> i) & 1),
-                    "occupancy list mask");
-    for (const Span* s = l->partial[i]; s != nullptr; s = s->next) {
-      CIDMALLOC_CHECK(s->next == nullptr || s->next->prev == s,
-                      "occupancy list links");
-      CheckSpan(s, node, cls, static_cast<uint8_t>(i));
-      free += s->capacity - s->in_use;
-      ++listed;
-    }
+  for (const Span* s = l->partial; s != nullptr; s = s->next) {
+    CIDMALLOC_CHECK(s->next == nullptr || s->next->prev == s,
+                    "partial list links");
+    CheckSpan(s, node, cls, internal::Place::kPartial);
+    free += s->capacity - s->in_use;
+    ++listed;
   }
   CIDMALLOC_CHECK(listed == l->listed, "listed span count");
   CIDMALLOC_CHECK(l->purging <= internal::kPurgeBatch, "purge batch");
   for (uint32_t i = 0; i < l->purging; ++i) {
-    CheckSpan(l->purging_spans[i], node, cls, internal::kPurging);
+    CheckSpan(l->purging_spans[i], node, cls, internal::Place::kPurging);
     free += l->purging_spans[i]->capacity - l->purging_spans[i]->in_use;
   }
   return free;

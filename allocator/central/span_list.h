@@ -19,12 +19,13 @@
 
 namespace cidmalloc::central::internal {
 
-// Where a span is: on one of its list's occupancy lists (0 to
-// kOccupancyLists - 1), on none (all its objects are out), or off them
-// while span_purge.cc returns its free pages.
-inline constexpr int kOccupancyLists = 8;
-inline constexpr uint8_t kNotListed = 0xff;
-inline constexpr uint8_t kPurging = 0xfe;
+// Where a span is.
+enum class Place : uint8_t {
+  kPartial,  // On its list's partial list: it has an object to hand out.
+  kFull,     // On no list: all its objects are out.
+  kPurging,  // Off the partial list while span_purge.cc returns its free
+             // pages (in its list's purging_spans).
+};
 
 // A span's state.
 //
@@ -46,11 +47,11 @@ struct Span {
   uint32_t free_bits;   // Bits set in the bitmap: returned objects.
   uint32_t first_word;  // No bit is set in the bitmap's words before it.
   uint8_t cls;
-  uint8_t list;         // An occupancy list, kNotListed or kPurging.
+  Place place;
   bool returned;        // An object came back since a purge scan last
                         // looked at the span.
   bool queued;          // On the list's purge queue.
-  Span* prev;           // The occupancy list's links.
+  Span* prev;           // The partial list's links.
   Span* next;
   Span* queue_prev;     // The purge queue's links.
   Span* queue_next;
@@ -68,21 +69,6 @@ inline const uint64_t* SpanBits(const Span* s) {
   return reinterpret_cast<const uint64_t*>(s + 1);
 }
 
-// Partial spans are kept on kOccupancyLists lists by how full they are:
-// list i holds those with i/8 <= in_use/capacity < (i+1)/8.  A refill
-// takes objects from the fullest span there is, so that a class that is
-// freed and allocated at once packs its objects into the spans that are
-// nearly full while the sparse ones drain, go back to the page heap, or
-// at least have free pages to give back (span_purge.cc).  With one list,
-// headed by the span an object last came back to, refills spread new
-// objects over every span with a hole.  tcmalloc sorts its spans by
-// allocated objects in the same way; jemalloc takes its lowest-address
-// slab.
-inline uint8_t OccupancyList(uint32_t in_use, uint32_t capacity) {
-  // in_use < capacity for any span with a free object; in_use <= 8192.
-  return static_cast<uint8_t>(in_use * kOccupancyLists / capacity);
-}
-
 // The transfer cache: whole batches on their way from one ID's cache to
 // another's, kept as an array of pointers so that neither side touches the
 // objects.  Without it a flushed batch was threaded through the objects
@@ -94,16 +80,15 @@ inline uint8_t OccupancyList(uint32_t in_use, uint32_t capacity) {
 inline constexpr uint32_t kTransferBatches = 4;
 inline constexpr uint32_t kTransferSlots = kTransferBatches * kMaxBatch;
 
-// The most spans one purge takes off the occupancy lists at a time.
+// The most spans one purge takes off the partial list at a time.
 inline constexpr uint32_t kPurgeBatch = 8;
 
 struct alignas(64) CentralList {
   os::SpinLock lock;
   // Guarded by `lock`:
-  Span* partial[kOccupancyLists] = {};  // Spans with an object to hand
-                                        // out, by occupancy (see above).
-  uint8_t nonempty = 0;     // Bit i set iff partial[i] is not empty.
-  uint32_t listed = 0;      // Spans on the occupancy lists.
+  Span* partial = nullptr;  // Spans with an object to hand out, the one
+                            // an object came back to last first.
+  uint32_t listed = 0;      // Spans on the partial list.
   uint64_t spans = 0;
   uint64_t free_objects = 0;   // In the spans (returned or uncarved) and
                                // in the transfer cache.
@@ -116,44 +101,34 @@ struct alignas(64) CentralList {
   Span* queue_head = nullptr;
   Span* queue_tail = nullptr;
   uint32_t queued = 0;
-  // The spans a purge has off the occupancy lists (list == kPurging).
+  // The spans a purge has off the partial list (Place::kPurging).
   uint32_t purging = 0;
   Span* purging_spans[kPurgeBatch] = {};
 };
 
 extern CentralList g_lists[os::kMaxNodes][kNumClasses];
 
-// Puts s at the head of the occupancy list its in_use gives.
+// Puts s at the head of the partial list.
 inline void Link(CentralList* l, Span* s) {
-  const uint8_t i = OccupancyList(s->in_use, s->capacity);
-  s->list = i;
+  s->place = Place::kPartial;
   s->prev = nullptr;
-  s->next = l->partial[i];
+  s->next = l->partial;
   if (s->next != nullptr) s->next->prev = s;
-  l->partial[i] = s;
-  l->nonempty |= static_cast<uint8_t>(1u << i);
+  l->partial = s;
   ++l->listed;
 }
 
-inline void Unlink(CentralList* l, Span* s) {
-  const uint8_t i = s->list;
-  s->list = kNotListed;
+// Takes s off the partial list: it is full, or a purge takes it.
+inline void Unlink(CentralList* l, Span* s, Place now) {
+  s->place = now;
   if (s->prev != nullptr) {
     s->prev->next = s->next;
   } else {
-    l->partial[i] = s->next;
-    if (s->next == nullptr) l->nonempty &= static_cast<uint8_t>(~(1u << i));
+    l->partial = s->next;
   }
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
   --l->listed;
-}
-
-// Moves a listed span to the list its in_use now gives, if that changed.
-inline void Relist(CentralList* l, Span* s) {
-  if (OccupancyList(s->in_use, s->capacity) == s->list) return;
-  Unlink(l, s);
-  Link(l, s);
 }
 
 // Appends s to the purge queue / takes it off.

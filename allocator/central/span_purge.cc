@@ -22,8 +22,8 @@
 // freed into is purged once it settles rather than at every scan.
 // malloc_trim purges every queued span.
 //
-// Locking: a purge takes at most kPurgeBatch spans off the occupancy
-// lists under the list's lock (list = kPurging), and lets the lock go
+// Locking: a purge takes at most kPurgeBatch spans off the partial list
+// under the list's lock (Place::kPurging), and lets the lock go
 // while it advises: frees into those spans go on (they set bits and never
 // touch an object's memory), refills cannot reach them, so an object it
 // sees free stays free until it puts the spans back under the lock.  It
@@ -58,9 +58,9 @@ bool WorthPurging(const Span* s) {
 
 // Returns every kernel page of s that holds no object in use to the OS:
 // pages covered only by objects whose bit is set, by objects never carved,
-// or by the span's tail past its last object.  s is off the occupancy
-// lists (kPurging), so its carved count does not change and its bits are
-// only set.  Returns the bytes advised.
+// or by the span's tail past its last object.  s is off the partial list
+// (kPurging), so its carved count does not change and its bits are only
+// set.  Returns the bytes advised.
 uint64_t PurgeFreePages(const Span* s) {
   const SizeClassInfo& c = Class(s->cls);
   const uintptr_t page = os::KernelPageSize();
@@ -91,14 +91,14 @@ uint64_t PurgeFreePages(const Span* s) {
   return purged;
 }
 
-// Puts the spans of l's purge back on the occupancy lists, or an empty
-// one back to the page heap unless it would be the list's only span.
+// Puts the spans of l's purge back on the partial list, or an empty one
+// back to the page heap unless it would be the list's only span.
 // Called with l->lock held.
 void PutBack(internal::CentralList* l) {
   for (uint32_t i = 0; i < l->purging; ++i) {
     Span* s = l->purging_spans[i];
     l->purging_spans[i] = nullptr;
-    s->list = internal::kNotListed;
+    s->place = internal::Place::kFull;  // On no list, for Release.
     if (s->in_use == 0 && l->listed > 0) {
       internal::Release(l, s);
     } else {
@@ -127,10 +127,9 @@ void PurgeQueue(CentralList* l, Settled settled) {
         continue;
       }
       s->returned = false;
-      // A span not listed has no free object.
-      if (s->list == kNotListed || !WorthPurging(s)) continue;
-      Unlink(l, s);
-      s->list = kPurging;
+      // A full span has no free object.
+      if (s->place == Place::kFull || !WorthPurging(s)) continue;
+      Unlink(l, s, Place::kPurging);
       l->purging_spans[n++] = s;
     }
     if (n == 0) continue;
@@ -154,7 +153,6 @@ void FinishPurgesAfterFork() {
   for (auto& node : g_lists) {
     for (CentralList& l : node) {
       for (uint32_t i = 0; i < l.purging; ++i) {
-        l.purging_spans[i]->list = kNotListed;
         Link(&l, l.purging_spans[i]);
         l.purging_spans[i] = nullptr;
       }

@@ -1,8 +1,7 @@
-// tests/allocator/span_purge_test.cc: the central lists' span policy
-// (allocator/central): refills take the fullest span, and the free pages
-// of sparse spans go back to the OS (span_purge.cc) on malloc_trim and,
+// tests/allocator/span_purge_test.cc: the free pages of sparse spans go
+// back to the OS (allocator/central/span_purge.cc) on malloc_trim and,
 // once the spans settle, on the idle scan, without touching an object in
-// use.  Driven through RemoveBatch and InsertBatch in a process that runs
+// use, and a fork child gets back the spans a purge had off the lists.  Driven through RemoveBatch and InsertBatch in a process that runs
 // on cidmalloc, with CIDMALLOC_CACHE_IDLE_MS=0 so that only the test runs
 // the idle scan.  Each test uses a class of page-multiple objects (each
 // object owns its pages) that nothing else in the process uses.
@@ -120,27 +119,6 @@ TEST(SpanPurge, TrimReturnsThePagesOfFreeObjectsAndKeepsTheOthers) {
   c::CheckInvariants();
   c::InsertBatch(s.cls, again.data(), again.size(), c::Via::kSpans);
   for (uint32_t i : kept) c::InsertBatch(s.cls, &objs[i], 1, c::Via::kSpans);
-  c::CheckInvariants();
-}
-
-TEST(SpanPurge, RefillTakesTheFullestSpan) {
-  constexpr size_t kSize = 24576;
-  const ClassShape s = Shape(kSize);
-  std::vector<void*> a = TakeSpan(s);
-  std::vector<void*> b = TakeSpan(s);
-  ASSERT_NE(SpanOf(a[0], s), SpanOf(b[0], s));
-  // b keeps all but two, a only two; a gets its objects back last, which
-  // put it at the head of the one list the central lists used to have.
-  c::InsertBatch(s.cls, b.data(), 2, c::Via::kSpans);
-  c::InsertBatch(s.cls, a.data(), s.per_span - 2, c::Via::kSpans);
-  void* got[2];
-  ASSERT_EQ(c::RemoveBatch(0, s.cls, got, 2), 2u);
-  EXPECT_EQ(SpanOf(got[0], s), SpanOf(b[0], s)) << "not the fullest span";
-  EXPECT_EQ(SpanOf(got[1], s), SpanOf(b[0], s)) << "not the fullest span";
-  c::CheckInvariants();
-  c::InsertBatch(s.cls, got, 2, c::Via::kSpans);
-  c::InsertBatch(s.cls, b.data() + 2, s.per_span - 2, c::Via::kSpans);
-  c::InsertBatch(s.cls, a.data() + s.per_span - 2, 2, c::Via::kSpans);
   c::CheckInvariants();
 }
 
