@@ -35,9 +35,10 @@ enum class Place : uint8_t {
 // without touching them, where a free list linked through the objects made
 // it load each one, a dependent cache miss per object for objects freed
 // long ago (jemalloc's slabs keep a bitmap too).  A free of an object whose
-// bit is set is a double free.  The bitmap's words are written with
-// relaxed atomic stores, under the lock: a purge reads them without it
-// (span_purge.cc).
+// bit is set is a double free.  A free sets its bit with a relaxed atomic
+// store, under the lock, because a purge reads the bitmap without it
+// (span_purge.cc); RemoveBatch, which clears bits with plain stores, never
+// reaches a span being purged.
 struct Span {
   uintptr_t start;
   page_heap::ChunkInfo* chunk;
@@ -87,7 +88,7 @@ struct alignas(64) CentralList {
   os::SpinLock lock;
   // Guarded by `lock`:
   Span* partial = nullptr;  // Spans with an object to hand out, the one
-                            // an object came back to last first.
+                            // that last became partial first.
   uint32_t listed = 0;      // Spans on the partial list.
   uint64_t spans = 0;
   uint64_t free_objects = 0;   // In the spans (returned or uncarved) and
