@@ -79,6 +79,14 @@ void* Realloc(void* p, size_t size) {
   // 259).
   if (size <= old && size >= old / 2 &&
       old - size < cidmalloc::page_heap::kChunkSize) {
+    // A mapping of its own (usable over a chunk) stays, but the pages past
+    // the new size go back (ResizeHuge's same-mapping case), as glibc's
+    // mremap gives them back.
+    if (size < old && size > cidmalloc::page_heap::kChunkSize) {
+      const int saved = errno;
+      ResizeLarge(p, size, old);
+      errno = saved;
+    }
     return p;
   }
   if (size > cidmalloc::central::kMaxSmallSize) {

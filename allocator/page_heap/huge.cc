@@ -194,6 +194,25 @@ bool JoinAdvice(ChunkInfo* c) {
 
 }  // namespace
 
+namespace {
+
+// What a mapping of `mapping` bytes at p holds past `bytes` is no longer
+// the program's once realloc shrinks it to `bytes` (realloc keeps only the
+// first `bytes`): its pages go back to the OS, as glibc's shrunk mmapped
+// chunks end at the page.  A huge page there, faulted while the chunk was
+// advised, would keep all 2 MiB (50 buffers grown to 12 MB and cut to 7
+// MB: 414 MB resident, glibc 343 MB).
+void ReleasePastSize(uintptr_t p, size_t bytes, size_t mapping) {
+  const size_t page = os::KernelPageSize();
+  const size_t keep = (bytes + page - 1) & ~(page - 1);
+  if (keep < mapping) {
+    os::ReleasePages(reinterpret_cast<void*>(p + keep), mapping - keep,
+                     g_config->release_method);
+  }
+}
+
+}  // namespace
+
 size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
   // Relaxed: a pointer the caller owns was made live before it got it; a
   // cached mapping's (a freed pointer) gives 0, as for any invalid one.
@@ -214,6 +233,7 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
   const size_t new_bytes = (bytes + kChunkSize - 1) & ~(kChunkSize - 1);
   void* const old = reinterpret_cast<void*>(p);
   if (new_bytes == old_bytes) {
+    if (bytes < c->huge_requested) ReleasePastSize(p, bytes, new_bytes);
     c->huge_requested = bytes;
     return old;
   }
@@ -227,17 +247,7 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
       SetChunks(p + new_bytes, old_bytes - new_bytes, c);
       return nullptr;
     }
-    // What the last chunk holds past the new size is no longer the
-    // program's (realloc keeps only the first `bytes`): its pages go too,
-    // as glibc's shrunk mmapped chunks end at the page.  A huge page there,
-    // faulted while the chunk was advised, would keep all 2 MiB (50 buffers
-    // grown to 12 MB and cut to 7 MB: 414 MB resident, glibc 343 MB).
-    const size_t page = os::KernelPageSize();
-    const size_t keep = (bytes + page - 1) & ~(page - 1);
-    if (keep < new_bytes) {
-      os::ReleasePages(reinterpret_cast<void*>(p + keep), new_bytes - keep,
-                       g_config->release_method);
-    }
+    ReleasePastSize(p, bytes, new_bytes);
     base = p;
   } else if (os::Remap(old, old_bytes, new_bytes, os::RemapKind::kInPlace,
                        nullptr) != nullptr) {
