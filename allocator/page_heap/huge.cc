@@ -235,6 +235,9 @@ void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
   if (new_bytes == old_bytes) {
     if (bytes < c->huge_requested) ReleasePastSize(p, bytes, new_bytes);
     c->huge_requested = bytes;
+    // Grown into the slack so that it fills a chunk more: advised too.
+    const size_t full = bytes & ~(kChunkSize - 1);
+    if (c->huge_advised != 0 && full > c->huge_advised) AdviseGrowing(c);
     return old;
   }
   uintptr_t base = 0;

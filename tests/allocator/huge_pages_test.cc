@@ -159,6 +159,12 @@ TEST_F(HugePagesTest, ReallocGrowthLeavesAPartlyFilledLastChunkUnadvised) {
   EXPECT_LT(faults, 3) << "realloc faulted " << faults << " pages";
   for (size_t i = 0; i < 5 * kMiB + 1; i += 4096) ASSERT_EQ(p[i], 0x66) << i;
   check_split(10 * kMiB, 8 * kMiB);
+  // Grown within the mapping until it fills the last chunk: all advised,
+  // one VMA again.
+  ASSERT_EQ(realloc(p, 10 * kMiB), p);
+  EXPECT_EQ(Advised(p + 10 * kMiB - 1), EXPECT_HUGE == 1)
+      << "VmFlags:" << VmFlagsOf(p + 10 * kMiB - 1);
+  EXPECT_EQ(VmaOf(p).second, VmaOf(p + 10 * kMiB - 1).second) << "one VMA";
   free(p);
   malloc_trim(0);  // No advised mapping left in the cache for the others.
   munmap(fence, 64 * kMiB);
