@@ -214,7 +214,9 @@ void ReturnToSpan(CentralList* l, int cls, ChunkInfo* chunk, uintptr_t p) {
   if (s->place == Place::kPurging) return;  // The purge puts it back.
   if (s->place == Place::kFull) Link(l, s);
   // Keep one empty span per list to absorb alloc/free ping-pong.
-  if (s->in_use == 0 && l->listed > 1) Release(l, s);
+  if (s->in_use == 0 && (s->prev != nullptr || s->next != nullptr)) {
+    Release(l, s);
+  }
 }
 
 // The node of all of objs[0..n), or -1 if they are not on one node.  The

@@ -89,7 +89,6 @@ struct alignas(64) CentralList {
   // Guarded by `lock`:
   Span* partial = nullptr;  // Spans with an object to hand out, the one
                             // that last became partial first.
-  uint32_t listed = 0;      // Spans on the partial list.
   uint64_t spans = 0;
   uint64_t free_objects = 0;   // In the spans (returned or uncarved) and
                                // in the transfer cache.
@@ -116,7 +115,6 @@ inline void Link(CentralList* l, Span* s) {
   s->next = l->partial;
   if (s->next != nullptr) s->next->prev = s;
   l->partial = s;
-  ++l->listed;
 }
 
 // Takes s off the partial list: it is full, or a purge takes it.
@@ -129,7 +127,6 @@ inline void Unlink(CentralList* l, Span* s, Place now) {
   }
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
-  --l->listed;
 }
 
 // Appends s to the purge queue / takes it off.

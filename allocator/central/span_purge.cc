@@ -91,15 +91,23 @@ uint64_t PurgeFreePages(const Span* s) {
   return purged;
 }
 
-// Puts the spans of l's purge back on the partial list, or an empty one
-// back to the page heap unless it would be the list's only span.
-// Called with l->lock held.
-void PutBack(internal::CentralList* l) {
+// What PutBack does with a span of the purge that has no object in use.
+enum class EmptySpan : uint8_t {
+  kRelease,  // Back to the page heap, unless it would be the list's only
+             // span.
+  kKeep,     // On the partial list: in a fork child, where Release would
+             // take the page heap's lock, which may not be reset yet.
+};
+
+// Puts the spans of l's purge back on the partial list.  Called with
+// l->lock held (or every lock reset).
+void PutBack(internal::CentralList* l, EmptySpan empty) {
   for (uint32_t i = 0; i < l->purging; ++i) {
     Span* s = l->purging_spans[i];
     l->purging_spans[i] = nullptr;
     s->place = internal::Place::kFull;  // On no list, for Release.
-    if (s->in_use == 0 && l->listed > 0) {
+    if (empty == EmptySpan::kRelease && s->in_use == 0 &&
+        l->partial != nullptr) {
       internal::Release(l, s);
     } else {
       internal::Link(l, s);
@@ -142,22 +150,14 @@ void PurgeQueue(CentralList* l, Settled settled) {
     }
     g_purged_bytes.fetch_add(purged, std::memory_order_relaxed);
     l->lock.Lock();
-    PutBack(l);
+    PutBack(l, EmptySpan::kRelease);
   }
   l->lock.Unlock();
 }
 
 void FinishPurgesAfterFork() {
-  // Linked even if empty: Release would take the page heap's lock, which
-  // may not be reset yet.
   for (auto& node : g_lists) {
-    for (CentralList& l : node) {
-      for (uint32_t i = 0; i < l.purging; ++i) {
-        Link(&l, l.purging_spans[i]);
-        l.purging_spans[i] = nullptr;
-      }
-      l.purging = 0;
-    }
+    for (CentralList& l : node) PutBack(&l, EmptySpan::kKeep);
   }
 }
 
