@@ -83,16 +83,24 @@ void Unmap(void* p, size_t size) {
   errno = saved;
 }
 
-bool ReleasePages(void* p, size_t size, ReleaseMethod method) {
+namespace {
+
+// madvise(2), errno kept; true if the kernel took the advice.
+bool Madvise(void* p, size_t size, int advice) {
   const int saved = errno;
-  const int advice =
-      method == ReleaseMethod::kFree ? MADV_FREE : MADV_DONTNEED;
-  long r = syscall(SYS_madvise, p, size, advice);
-  if (r != 0 && advice == MADV_FREE) {
-    r = syscall(SYS_madvise, p, size, MADV_DONTNEED);  // Pre-4.5 kernels.
-  }
+  const long r = syscall(SYS_madvise, p, size, advice);
   errno = saved;
   return r == 0;
+}
+
+}  // namespace
+
+bool ReleasePages(void* p, size_t size, ReleaseMethod method) {
+  if (method == ReleaseMethod::kFree && Madvise(p, size, MADV_FREE)) {
+    return true;
+  }
+  // kDontNeed, or MADV_FREE refused (kernels before 4.5).
+  return Madvise(p, size, MADV_DONTNEED);
 }
 
 size_t KernelPageSize() {
@@ -107,17 +115,11 @@ size_t KernelPageSize() {
 }
 
 bool AdviseHugePages(void* p, size_t size) {
-  const int saved = errno;
-  const long r = syscall(SYS_madvise, p, size, MADV_HUGEPAGE);
-  errno = saved;
-  return r == 0;
+  return Madvise(p, size, MADV_HUGEPAGE);
 }
 
 bool AdviseNoHugePages(void* p, size_t size) {
-  const int saved = errno;
-  const long r = syscall(SYS_madvise, p, size, MADV_NOHUGEPAGE);
-  errno = saved;
-  return r == 0;
+  return Madvise(p, size, MADV_NOHUGEPAGE);
 }
 
 bool BindToNode(void* p, size_t size, int node, NumaPolicy policy) {

@@ -192,9 +192,11 @@ bool JoinAdvice(ChunkInfo* c) {
   return true;
 }
 
-}  // namespace
-
-namespace {
+// `bytes` rounded up to the kernel's page.
+size_t KernelPageRoundUp(size_t bytes) {
+  const size_t page = os::KernelPageSize();
+  return (bytes + page - 1) & ~(page - 1);
+}
 
 // What a mapping of `mapping` bytes at p holds past `bytes` is no longer
 // the program's once realloc shrinks it to `bytes` (realloc keeps only the
@@ -203,8 +205,7 @@ namespace {
 // advised, would keep all 2 MiB (50 buffers grown to 12 MB and cut to 7
 // MB: 414 MB resident, glibc 343 MB).
 void ReleasePastSize(uintptr_t p, size_t bytes, size_t mapping) {
-  const size_t page = os::KernelPageSize();
-  const size_t keep = (bytes + page - 1) & ~(page - 1);
+  const size_t keep = KernelPageRoundUp(bytes);
   if (keep < mapping) {
     os::ReleasePages(reinterpret_cast<void*>(p + keep), mapping - keep,
                      g_config->release_method);
@@ -220,8 +221,7 @@ size_t HugeUsableSize(const ChunkInfo* c, uintptr_t p) {
     return 0;
   }
   if (p != c->base) return 0;
-  const size_t page = os::KernelPageSize();
-  return (c->huge_requested + page - 1) & ~(page - 1);
+  return KernelPageRoundUp(c->huge_requested);
 }
 
 void* ResizeHuge(ChunkInfo* c, uintptr_t p, size_t bytes) {
