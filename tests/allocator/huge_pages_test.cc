@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #include <string>
 #include <utility>
 
 #include "gtest/gtest.h"
 #include "tests/allocator/alloc_probe.h"
+#include "tests/allocator/test_util.h"
 
 namespace {
 
@@ -86,12 +86,6 @@ std::pair<uintptr_t, uintptr_t> VmaOf(const void* p) {
   return vma;
 }
 
-long MinorFaults() {
-  struct rusage ru;
-  getrusage(RUSAGE_THREAD, &ru);
-  return ru.ru_minflt;
-}
-
 #ifndef EXPECT_HUGE
 #error "EXPECT_HUGE must be 0 or 1 (see BUILD)"
 #endif
@@ -151,9 +145,9 @@ TEST_F(HugePagesTest, ReallocGrowthLeavesAPartlyFilledLastChunkUnadvised) {
   };
   check_split(6 * kMiB, 4 * kMiB);
 
-  const long before = MinorFaults();
+  const long before = ThreadMinorFaults();
   p = static_cast<char*>(realloc(p, 9 * kMiB + 1));
-  const long faults = MinorFaults() - before;
+  const long faults = ThreadMinorFaults() - before;
   ASSERT_NE(p, nullptr);
   // Copying 5 MiB would fault at least its two huge pages and 256 small.
   EXPECT_LT(faults, 3) << "realloc faulted " << faults << " pages";

@@ -11,11 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
-
-#include <vector>
 
 #include "allocator/page_heap/page_heap.h"
 #include "gtest/gtest.h"
@@ -29,20 +25,14 @@ using namespace cidmalloc_test;
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kChunk = 2 * kMiB;
 
-long MinorFaults() {
-  struct rusage ru;
-  getrusage(RUSAGE_THREAD, &ru);
-  return ru.ru_minflt;
-}
-
 TEST(ReallocHuge, GrowthMovesPagesWithoutCopying) {
   void* p = malloc(8 * kMiB);
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(KindOf(p), BlockKind::kHuge);
   FillPattern(p, 8 * kMiB, 11);  // Every page resident.
-  const long before = MinorFaults();
+  const long before = ThreadMinorFaults();
   void* q = realloc(p, 64 * kMiB);
-  const long faults = MinorFaults() - before;
+  const long faults = ThreadMinorFaults() - before;
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(KindOf(q), BlockKind::kHuge);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % kChunk, 0u)
@@ -110,11 +100,8 @@ void* ShrinkMapping(size_t from, size_t to, size_t mapping, int seed) {
   // The pages past the new size, in the last chunk, are not resident.
   const size_t keep = (to + page - 1) / page * page;
   if (keep < mapping) {
-    std::vector<unsigned char> vec((mapping - keep) / page);
-    EXPECT_EQ(mincore(c + keep, mapping - keep, vec.data()), 0);
-    size_t resident = 0;
-    for (unsigned char v : vec) resident += v & 1;
-    EXPECT_EQ(resident, 0u) << "of " << vec.size() << " pages past the size";
+    EXPECT_EQ(ResidentPages(c + keep, mapping - keep), 0u)
+        << "of " << (mapping - keep) / page << " pages past the size";
   }
   return q;
 }

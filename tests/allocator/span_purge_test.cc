@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "allocator/central/central_list.h"
 #include "allocator/central/size_classes.h"
 #include "gtest/gtest.h"
+#include "tests/allocator/test_util.h"
 
 namespace {
 
@@ -49,12 +49,9 @@ uintptr_t SpanOf(const void* p, const ClassShape& s) {
 // Whether every page of [p, p+size) is resident (all) or none is.
 enum class Resident : uint8_t { kAll, kNone, kSome };
 Resident Residency(const void* p, size_t size) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> vec(size / page);
-  EXPECT_EQ(mincore(const_cast<void*>(p), size, vec.data()), 0);
-  size_t in = 0;
-  for (unsigned char v : vec) in += v & 1;
-  if (in == vec.size()) return Resident::kAll;
+  const size_t pages = size / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t in = cidmalloc_test::ResidentPages(p, size);
+  if (in == pages) return Resident::kAll;
   return in == 0 ? Resident::kNone : Resident::kSome;
 }
 

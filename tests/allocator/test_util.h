@@ -1,6 +1,6 @@
 // tests/allocator/test_util.h: helpers shared by the allocator tests:
 // capturing a file descriptor's output, cpu pinning, the process's address
-// space size, byte patterns.
+// space size, resident pages and page faults, byte patterns.
 //
 // Nothing here depends on the allocator's internals, so the helpers can be
 // used by tests that link the allocator and by those that do not.
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -101,6 +102,24 @@ inline size_t VmSizeBytes() {
 
 // memset that the compiler must perform: stores to a block that is freed
 // right afterwards are otherwise dead, and GCC removes them.
+// How many pages of [p, p+size) are resident (mincore); p on a page
+// boundary.  SIZE_MAX if mincore fails, which no expected count matches.
+inline size_t ResidentPages(const void* p, size_t size) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> vec((size + page - 1) / page);
+  if (mincore(const_cast<void*>(p), size, vec.data()) != 0) return SIZE_MAX;
+  size_t resident = 0;
+  for (unsigned char v : vec) resident += v & 1;
+  return resident;
+}
+
+// The calling thread's minor page faults so far.
+inline long ThreadMinorFaults() {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
 inline void Dirty(void* p, int byte, size_t n) {
   memset(p, byte, n);
   asm volatile("" : : "r"(p) : "memory");
