@@ -61,6 +61,15 @@ inline int FindFirst(const uint64_t* bits, uint32_t from, uint32_t len) {
   }
   return -1;
 }
+// First clear bit in [from, from + len), or -1.
+inline int FindFirstClear(const uint64_t* bits, uint32_t from, uint32_t len) {
+  uint32_t take;
+  for (uint32_t b = from; b < from + len; b += take) {
+    const uint64_t word = ~BitsAt(bits, b, from + len, &take) & LowBits(take);
+    if (word != 0) return static_cast<int>(b + __builtin_ctzll(word));
+  }
+  return -1;
+}
 // Set bits of x, inline: the baseline x86-64 target has no popcnt
 // instruction, and __builtin_popcountll became a call to libgcc's
 // __popcountdi2.

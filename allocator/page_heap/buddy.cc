@@ -44,6 +44,7 @@ void ListRemove(NodeHeap* h, ChunkInfo* c, int k) {
 void MarkFree(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
   SetBit(c->free_bits, BlockBit(k, i));
   ++c->free_blocks[k];
+  c->longest_free_run = kUnknownRun;
   ListInsert(h, c, k);
 }
 void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
@@ -145,6 +146,87 @@ void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
   MarkFree(h, c, k, i);
 }
 
+// ---- Runs that are not a power of two ---------------------------------------
+// A run of n pages used to take a block of 2^order pages at an alignment of
+// its own size, the tail freed: a chunk whose free pages lay in pieces
+// smaller than that order could not serve it even where n of them were
+// contiguous, and the heap grew instead.  Random 8 KiB-1 MiB buffers from
+// two threads kept about three times their live bytes mapped that way
+// (docs/benchmarks/tuning_log.md).
+
+// A bit per page of c, set where the page is in a free block.
+using PageMap = uint64_t[kPagesPerChunk / 64];
+void FreePageMap(const ChunkInfo* c, PageMap& map) {
+  // Order 0's bits are the pages' own (BlockBit(0, i) == i).
+  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) map[w] = c->free_bits[w];
+  for (int k = 1; k <= kMaxOrder; ++k) {
+    if (c->free_blocks[k] == 0) continue;
+    const uint32_t first = BlockBit(k, 0), end = first + BlocksOfOrder(k);
+    uint32_t take;
+    for (uint32_t b = first; b < end; b += take) {
+      for (uint64_t word = BitsAt(c->free_bits, b, end, &take); word != 0;
+           word &= word - 1) {
+        const uint32_t i = b + __builtin_ctzll(word) - first;
+        ChangeBits(map, i << k, 1u << k, BitOp::kSet);
+      }
+    }
+  }
+}
+
+// The first page of the shortest run of free pages in `map` that holds r's
+// pages at its alignment (where they would start in it), or -1; *longest
+// is the longest run, aligned or not.
+int BestFitIn(const PageMap& map, const PageRequest& r, uint32_t* longest) {
+  int best = -1;
+  uint32_t best_length = kPagesPerChunk + 1;
+  *longest = 0;
+  for (uint32_t p = 0; p < kPagesPerChunk;) {
+    const int start = FindFirst(map, p, kPagesPerChunk - p);
+    if (start < 0) break;
+    const int clear = FindFirstClear(map, static_cast<uint32_t>(start),
+                                     kPagesPerChunk - start);
+    const uint32_t s = static_cast<uint32_t>(start);
+    const uint32_t e = clear < 0 ? kPagesPerChunk : static_cast<uint32_t>(clear);
+    if (e - s > *longest) *longest = e - s;
+    const uint32_t at = (s + r.align_pages - 1) & ~(r.align_pages - 1);
+    if (at + r.pages <= e && e - s < best_length) {
+      best = static_cast<int>(at);
+      best_length = e - s;
+    }
+    p = e;
+  }
+  return best;
+}
+
+// Where h has no free block of r's order: r's pages from a chunk whose free
+// pages hold them contiguously.  Such a run of n pages contains a whole
+// free block of order floor(log2 n) - 1 or more, so only the chunks on
+// those orders' lists are candidates.  Each is looked at once, from the
+// list of its largest free block, and skipped while its recorded longest
+// run is too short.  The first chunk that fits gives its best fit.
+bool FindRun(NodeHeap* h, const PageRequest& r, ChunkInfo** chunk,
+             uint32_t* page) {
+  const int log2 = 31 - __builtin_clz(r.pages);
+  const int lowest = log2 > 0 ? log2 - 1 : 0;
+  for (int k = lowest; k <= kMaxOrder; ++k) {
+    for (ChunkInfo* c = h->order_head[k]; c != nullptr; c = c->order_next[k]) {
+      if ((c->listed_orders >> (k + 1)) != 0) continue;  // Seen already.
+      if (c->longest_free_run < r.pages) continue;  // kUnknownRun is not.
+      PageMap map;
+      FreePageMap(c, map);
+      uint32_t longest;
+      const int p = BestFitIn(map, r, &longest);
+      c->longest_free_run = static_cast<uint16_t>(longest);
+      if (p >= 0) {
+        *chunk = c;
+        *page = static_cast<uint32_t>(p);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Only free pages are marked released: taking pages clears their bits (a
 // page handed out as released would be promised to read as zero).
 void CheckReleasedAreFree(const ChunkInfo* c) {
@@ -238,6 +320,10 @@ int FreeOrderAt(const ChunkInfo* c, uint32_t p) {
 // lies in c, it is merged first.
 bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
   if (h->parked_chunk == c) Unpark(h);
+  return TakeFreeRange(h, c, page, n);
+}
+
+bool TakeFreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
   const uint32_t end = page + n;
   for (uint32_t p = page; p < end;) {
     const int k = FreeOrderAt(c, p);
@@ -259,21 +345,27 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {
   return true;
 }
 
-// Allocates n pages at an alignment of 2^order pages (n <= 2^order) from
-// h, whose lock the caller holds; 0 if it has no free block and may not
-// (or cannot) grow.
-uintptr_t TakeBlockPages(NodeHeap* h, uint32_t n, int order, Reserve reserve,
+uintptr_t TakeBlockPages(NodeHeap* h, const PageRequest& r, Reserve reserve,
                          bool* zeroed, ChunkInfo** chunk_out) {
+  const uint32_t n = r.pages;
+  const uint32_t block = 1u << r.order;
+  const bool release_zeroes =
+      g_config->release_method == os::ReleaseMethod::kDontNeed;
   ChunkInfo* c;
   uint32_t page;
-  if (!TakeBlock(h, order, reserve, &c, &page)) return 0;
-  const uint32_t block = 1u << order;
-  h->free_pages -= block;
-  h->released_free_pages -= CountReleased(c, page, block);
   // MADV_DONTNEED'd and never-touched pages read as zero; MADV_FREE'd ones
   // may keep their old contents until the kernel reclaims them.
-  *zeroed = CountReleased(c, page, n) == n &&
-            g_config->release_method == os::ReleaseMethod::kDontNeed;
+  if (n < block && FindRun(h, r, &c, &page)) {  // The parked run stays.
+    *zeroed = release_zeroes && CountReleased(c, page, n) == n;
+    CIDMALLOC_CHECK(TakeFreeRange(h, c, page, n),
+                    "a fitting run was not free");
+    *chunk_out = c;
+    return c->base + (uintptr_t{page} << kPageShift);
+  }
+  if (!TakeBlock(h, r.order, reserve, &c, &page)) return 0;
+  h->free_pages -= block;
+  h->released_free_pages -= CountReleased(c, page, block);
+  *zeroed = release_zeroes && CountReleased(c, page, n) == n;
   ChangeBits(c->released, page, n, BitOp::kClear);
   if (n < block) FreeRange(h, c, page + n, block - n);
   NotePagesTaken(h);
@@ -306,6 +398,17 @@ void CheckHeap(NodeHeap* h) {
         released += CountReleased(c, i << k, 1u << k);
       }
       CIDMALLOC_CHECK(blocks != 0, "listed chunk without a free block");
+      // A recorded longest free stretch is never shorter than the chunk's
+      // (checked once per chunk: at its highest order's list).
+      if ((c->listed_orders >> (k + 1)) == 0 &&
+          c->longest_free_run != kUnknownRun) {
+        PageMap map;
+        FreePageMap(c, map);
+        uint32_t longest;
+        BestFitIn(map, PageRequest{1, 1, 0}, &longest);
+        CIDMALLOC_CHECK(c->longest_free_run >= longest,
+                        "a chunk's recorded longest free run is too short");
+      }
       CIDMALLOC_CHECK(blocks == c->free_blocks[k], "free block count");
     }
   }

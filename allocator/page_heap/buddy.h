@@ -45,19 +45,31 @@ inline void NotePagesTaken(NodeHeap* h) {
 // Whether a heap with no free block large enough may reserve more chunks.
 enum class Reserve : uint8_t { kMayGrow, kFreeBlocksOnly };
 
-// n pages at an alignment of 2^order pages (n <= 2^order) from a block
-// (split as needed, its tail freed).  0 if h has no free block and may not
-// (or cannot) grow.  *zeroed tells whether every page is known to read as
-// zero.
-uintptr_t TakeBlockPages(NodeHeap* h, uint32_t n, int order, Reserve reserve,
+// What an allocation asks of a heap: `pages` pages at an alignment of
+// `align_pages` pages (a power of two), and `order`, the least k with 2^k
+// at least both: the buddy block that holds them.
+struct PageRequest {
+  uint32_t pages;
+  uint32_t align_pages;
+  int order;
+};
+
+// The pages of r from a free block of its order (split as needed, its tail
+// freed); where the heap has none and r.pages is not a power of two, from
+// the best fit among the free pages of the first chunk that has room for
+// them (FindRun in buddy.cc), before the heap grows.  0 if h has neither
+// and may not (or cannot) grow.  *zeroed tells whether every page is known
+// to read as zero.
+uintptr_t TakeBlockPages(NodeHeap* h, const PageRequest& r, Reserve reserve,
                          bool* zeroed, ChunkInfo** chunk_out);
 // The same, but the parked run first if it has that length and alignment
 // (inline: the whole of a malloc + free of one large size in a loop, with
 // ParkRun below).
-inline uintptr_t TakePages(NodeHeap* h, uint32_t n, int order,
+inline uintptr_t TakePages(NodeHeap* h, const PageRequest& r,
                            Reserve reserve, bool* zeroed,
                            ChunkInfo** chunk_out) {
-  if (h->parked_pages == n && (h->parked_page & ((1u << order) - 1)) == 0) {
+  if (h->parked_pages == r.pages &&
+      (h->parked_page & (r.align_pages - 1)) == 0) {
     ChunkInfo* const c = h->parked_chunk;
     const uint32_t page = h->parked_page;
     h->parked_pages = 0;
@@ -67,13 +79,16 @@ inline uintptr_t TakePages(NodeHeap* h, uint32_t n, int order,
     *chunk_out = c;
     return c->base + (uintptr_t{page} << kPageShift);
   }
-  return TakeBlockPages(h, n, order, reserve, zeroed, chunk_out);
+  return TakeBlockPages(h, r, reserve, zeroed, chunk_out);
 }
 // Frees pages [page, page + n) of c, as naturally aligned blocks.
 void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
 // Takes pages [page, page + n) of c if every one is free (growth in place),
 // merging the parked run first if it lies in c.
 bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
+// The same without merging the parked run: its pages are not free blocks,
+// so a range that holds one of them is not taken.
+bool TakeFreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
 // The order of the free block of c that contains page p, or -1.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p);
 

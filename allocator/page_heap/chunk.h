@@ -44,6 +44,10 @@ enum class ChunkKind : uint8_t { kHeap = 1, kHuge = 2 };
 // its node's cache of mappings for reuse (huge_cache.h).
 enum class HugeState : uint8_t { kLive = 0, kCached = 1 };
 
+// ChunkInfo::longest_free_run when no search has measured it since pages
+// were last freed in the chunk.
+inline constexpr uint16_t kUnknownRun = 0xffff;
+
 // Bit index of block `i` of order `k` in ChunkInfo::free_bits.
 constexpr uint32_t BlockBit(int k, uint32_t i) {
   return (2 * kPagesPerChunk - (2 * kPagesPerChunk >> k)) + i;
@@ -89,6 +93,11 @@ struct ChunkInfo {
   // How many blocks of order k are free (bits set at order k): the chunk
   // leaves the order-k list when it drops to 0, without a scan of the bits.
   uint16_t free_blocks[kMaxOrder + 1];
+  // The longest run of free pages the last search for a run found in this
+  // chunk (buddy.cc, FindRun), or kUnknownRun: pages freed since (any
+  // MarkFree) may have made it longer.  Taking pages only shortens runs,
+  // so a known value stays an upper bound until then.
+  uint16_t longest_free_run;
 
   // --- Large allocations: written when a run is allocated (AllocLarge,
   // after the page heap lock is let go), resized (ResizeRun, under the

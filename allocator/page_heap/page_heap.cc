@@ -49,17 +49,15 @@ void ForEachHeapInUse(F f) {
   }
 }
 
-uintptr_t AllocPages(NodeHeap* h, uint32_t n, int order, bool* zeroed,
+uintptr_t AllocPages(NodeHeap* h, const PageRequest& r, bool* zeroed,
                      ChunkInfo** chunk_out) {
   os::SpinLockHolder hold(&h->lock);
-  const uintptr_t p = TakePages(h, n, order, Reserve::kMayGrow, zeroed,
-                                chunk_out);
+  const uintptr_t p = TakePages(h, r, Reserve::kMayGrow, zeroed, chunk_out);
   if (p == 0) errno = ENOMEM;
   return p;
 }
 
-// n pages at an alignment of 2^order pages for a thread of arena `arena`
-// of `node`: from that heap's free blocks; else from another arena of the
+// The pages of r for a thread of arena `arena` of `node`: from that heap's free blocks; else from another arena of the
 // node whose lock is free at that moment (its free blocks; arena 0 may also
 // grow for it); else from its own heap, which grows.  An arena other than 0
 // thus reserves chunks only after its thread found arena 0 busy, and the
@@ -69,13 +67,13 @@ uintptr_t AllocPages(NodeHeap* h, uint32_t n, int order, bool* zeroed,
 // Waiting for the other arenas' locks instead kept that peak, but arena 1
 // then rarely grew and two threads' 512 KiB pairs stayed at 637 ns
 // (docs/benchmarks/tuning_log.md).
-uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
+uintptr_t AllocFromArenas(int node, int arena, const PageRequest& r,
                           bool* zeroed, ChunkInfo** chunk_out) {
   NodeHeap* const heaps = g_heaps[node];
   NodeHeap* const own = &heaps[arena];
   {
     os::SpinLockHolder hold(&own->lock);
-    if (const uintptr_t p = TakePages(own, n, order, Reserve::kFreeBlocksOnly,
+    if (const uintptr_t p = TakePages(own, r, Reserve::kFreeBlocksOnly,
                                       zeroed, chunk_out)) {
       return p;
     }
@@ -84,15 +82,15 @@ uintptr_t AllocFromArenas(int node, int arena, uint32_t n, int order,
     NodeHeap* const h = &heaps[i];
     if (h == own || !h->lock.TryLock()) continue;
     const uintptr_t p = TakePages(
-        h, n, order, i == 0 ? Reserve::kMayGrow : Reserve::kFreeBlocksOnly,
-        zeroed, chunk_out);
+        h, r, i == 0 ? Reserve::kMayGrow : Reserve::kFreeBlocksOnly, zeroed,
+        chunk_out);
     h->lock.Unlock();
     if (p != 0) return p;
   }
   // If the OS refuses a chunk, the mappings the heaps keep free may be
   // what stands in the way (an address-space limit).
   return AllocOrDropAndRetry(
-      [&] { return AllocPages(own, n, order, zeroed, chunk_out); });
+      [&] { return AllocPages(own, r, zeroed, chunk_out); });
 }
 
 // Returns free blocks of order >= min_order to the OS until the node keeps
@@ -208,7 +206,9 @@ bool ReleaseSpanPages(uintptr_t p, size_t size) {
 
 uintptr_t AllocSpan(int node, int order, bool* zeroed) {
   ChunkInfo* c;
-  return AllocFromArenas(node, 0, 1u << order, order, zeroed, &c);
+  const uint32_t pages = 1u << order;  // Aligned to its size.
+  return AllocFromArenas(node, 0, PageRequest{pages, pages, order}, zeroed,
+                         &c);
 }
 
 void FreeSpan(ChunkInfo* c, uintptr_t start, int order) {
@@ -225,13 +225,15 @@ void* AllocLarge(int node, int arena, size_t bytes, size_t align,
   // own: a 0-page run would be freed back at once and handed out twice.
   if (bytes == 0) bytes = 1;
   if (bytes <= kChunkSize && align <= kChunkSize) {
-    const size_t pages = PagesFor(bytes);
-    const size_t align_pages = align > kPageSize ? align >> kPageShift : 1;
-    const int order = OrderFor(pages > align_pages ? pages : align_pages);
+    const auto pages = static_cast<uint32_t>(PagesFor(bytes));
+    const auto align_pages =
+        static_cast<uint32_t>(align > kPageSize ? align >> kPageShift : 1);
+    const PageRequest r{pages, align_pages,
+                        OrderFor(pages > align_pages ? pages : align_pages)};
     ChunkInfo* c;
     const uintptr_t p = AllocFromArenas(
         node, static_cast<int>(static_cast<unsigned>(arena) % kArenasPerNode),
-        static_cast<uint32_t>(pages), order, zeroed, &c);
+        r, zeroed, &c);
     if (p == 0) return nullptr;
     // Published to free() through the returned pointer (see chunk.h);
     // after the heap lock is let go.  Release: pairs with the acquire load

@@ -77,8 +77,8 @@ TEST_F(PageHeapPark, AnotherLengthLeavesItParkedAndItCountsAsFree) {
   ph::NodeStats parked;
   ph::GetNodeStats(0, &parked);
   EXPECT_EQ(parked.free_bytes, before.free_bytes + 9 * kPage);
-  // 10 pages need a 16-page block, which the heap has without a split:
-  // the parked run stays, and a 9-page request still gets it.
+  // 10 pages fit in the free pages after the run: the parked run stays,
+  // and a 9-page request still gets it.
   const uintptr_t other = Alloc(10, &zeroed);
   EXPECT_NE(other, p);
   const uintptr_t again = Alloc(9, &zeroed);

@@ -1,0 +1,163 @@
+// tests/allocator/page_heap_fit_test.cc: page runs whose length is not a
+// power of two go where their pages fit, not only into a free block of the
+// next power of two (buddy.cc, FindRun).
+//
+// This binary is not linked with cidmalloc: it drives layer 3 directly, on
+// node 0's arena 0, with the automatic release off (an unlimited
+// threshold).  Each test starts and ends with the heap's one chunk wholly
+// free (and returned to the OS): it fills the chunk with 32 runs of 8 pages, frees some of them to
+// leave holes, and asks for a run that only a hole can hold without the
+// heap growing.
+#include <stdint.h>
+#include <string.h>
+
+#include "allocator/os/config.h"
+#include "allocator/page_heap/page_heap.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace ph = ::cidmalloc::page_heap;
+
+constexpr size_t kPage = ph::kPageSize;
+constexpr uint32_t kRuns = ph::kPagesPerChunk / 8;
+
+cidmalloc::os::Config g_config;
+
+uintptr_t Alloc(size_t pages, size_t align, bool* zeroed) {
+  void* v = ph::AllocLarge(0, 0, pages * kPage, align, zeroed);
+  EXPECT_NE(v, nullptr);
+  return reinterpret_cast<uintptr_t>(v);
+}
+void Free(uintptr_t p) { ph::FreeLarge(ph::LookupChunk(p), p); }
+size_t Mapped() {
+  ph::NodeStats stats;
+  ph::GetNodeStats(0, &stats);
+  return stats.mapped_bytes;
+}
+
+class PageHeapFit : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_config.release_threshold = SIZE_MAX / 2;
+    g_config.release_delay_ms = 0;
+    ph::Init(&g_config);
+  }
+  // Fills the heap's chunk with kRuns runs of 8 pages, each marked with its
+  // index, run[i] at page 8 * i.
+  void SetUp() override {
+    bool zeroed;
+    for (uint32_t i = 0; i < kRuns; ++i) {
+      run_[i] = Alloc(8, kPage, &zeroed);
+      memset(reinterpret_cast<void*>(run_[i]), static_cast<int>(i + 1),
+             8 * kPage);
+    }
+    base_ = run_[0];
+    ASSERT_EQ(base_ & (ph::kChunkSize - 1), 0u);
+    for (uint32_t i = 0; i < kRuns; ++i) {
+      ASSERT_EQ(run_[i], base_ + i * 8 * kPage) << "the heap had another chunk";
+    }
+    ASSERT_EQ(Mapped(), ph::kChunkSize);
+  }
+  void TearDown() override {
+    for (uint32_t i = 0; i < kRuns; ++i) {
+      if (run_[i] != 0) Free(run_[i]);
+    }
+    ph::CheckInvariants();
+    // Merges the run parked by the last free, for the next test's runs to
+    // fill the chunk from its start.
+    ph::ReleaseFreeMemory(0);
+  }
+  // Frees runs [from, to): a hole of pages [8 * from, 8 * to) once the
+  // last of them is no longer parked (see ParkTheLastRun).
+  void Hole(uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i < to; ++i) {
+      Free(run_[i]);
+      run_[i] = 0;
+    }
+  }
+  // A free parks its run (buddy.h, ParkRun) and merges the run parked
+  // before into the free pages: freeing the chunk's last run completes the
+  // holes.
+  void ParkTheLastRun() {
+    Free(run_[kRuns - 1]);
+    run_[kRuns - 1] = 0;
+  }
+  // The runs left in place still hold their marks.
+  void ExpectRunsIntact() {
+    for (uint32_t i = 0; i < kRuns; ++i) {
+      if (run_[i] == 0) continue;
+      const auto* b = reinterpret_cast<const unsigned char*>(run_[i]);
+      EXPECT_EQ(b[0], i + 1);
+      EXPECT_EQ(b[8 * kPage - 1], i + 1);
+    }
+  }
+  uintptr_t Page(uint32_t p) const { return base_ + p * kPage; }
+
+  uintptr_t run_[kRuns] = {};
+  uintptr_t base_ = 0;
+};
+
+TEST_F(PageHeapFit, ARunTakesAHoleThatIsNoBlockOfItsOrder) {
+  // Pages 32-95: two free 32-page blocks that are not buddies, so no
+  // 64-page block is free anywhere.  48 pages fit from page 32.
+  Hole(4, 12);
+  ParkTheLastRun();
+  bool zeroed;
+  const uintptr_t p = Alloc(48, kPage, &zeroed);
+  EXPECT_EQ(p, Page(32));
+  EXPECT_EQ(Mapped(), ph::kChunkSize) << "the heap grew";
+  EXPECT_FALSE(zeroed) << "its pages were in use and are still committed";
+  EXPECT_EQ(ph::LargeUsableSize(ph::LookupChunk(p), p), 48 * kPage);
+  memset(reinterpret_cast<void*>(p), 0xee, 48 * kPage);
+  ExpectRunsIntact();
+  // The rest of the hole, pages 80-95, is free: an exact block takes it.
+  const uintptr_t tail = Alloc(16, kPage, &zeroed);
+  EXPECT_EQ(tail, Page(80));
+  Free(tail);
+  Free(p);
+}
+
+TEST_F(PageHeapFit, PagesThatWentBackToTheOsAreReportedZeroed) {
+  Hole(4, 12);
+  ParkTheLastRun();
+  ph::ReleaseFreeMemory(0);
+  bool zeroed;
+  const uintptr_t p = Alloc(48, kPage, &zeroed);
+  ASSERT_EQ(p, Page(32));
+  EXPECT_TRUE(zeroed);
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < 48 * kPage; i += 512) ASSERT_EQ(b[i], 0) << i;
+  Free(p);
+}
+
+TEST_F(PageHeapFit, TheRunKeepsItsAlignment) {
+  // Pages 24-71: 40 pages at an alignment of 16 pages fit from page 32 (24
+  // is not a multiple of 16) to the hole's end.
+  Hole(3, 9);
+  ParkTheLastRun();
+  bool zeroed;
+  const uintptr_t p = Alloc(40, 16 * kPage, &zeroed);
+  EXPECT_EQ(p, Page(32));
+  EXPECT_EQ(p % (16 * kPage), 0u);
+  EXPECT_EQ(Mapped(), ph::kChunkSize) << "the heap grew";
+  memset(reinterpret_cast<void*>(p), 0xdd, 40 * kPage);
+  ExpectRunsIntact();
+  Free(p);
+}
+
+TEST_F(PageHeapFit, TheShortestHoleThatHoldsTheRunIsTaken) {
+  // A 40-page hole (pages 16-55) before a 24-page one (80-103): 20 pages go
+  // to the shorter, not to the first.
+  Hole(2, 7);
+  Hole(10, 13);
+  ParkTheLastRun();
+  bool zeroed;
+  const uintptr_t p = Alloc(20, kPage, &zeroed);
+  EXPECT_EQ(p, Page(80));
+  memset(reinterpret_cast<void*>(p), 0xcc, 20 * kPage);
+  ExpectRunsIntact();
+  Free(p);
+}
+
+}  // namespace
