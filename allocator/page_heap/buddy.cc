@@ -150,9 +150,10 @@ void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
 // A run of n pages used to take a block of 2^order pages at an alignment of
 // its own size, the tail freed: a chunk whose free pages lay in pieces
 // smaller than that order could not serve it even where n of them were
-// contiguous, and the heap grew instead.  Random 8 KiB-1 MiB buffers from
-// two threads kept about three times their live bytes mapped that way
-// (docs/benchmarks/tuning_log.md).
+// contiguous, and the heap took fresh pages (or grew) instead.  Threads
+// replacing buffers of random sizes to 1 MiB (bench/alloc/large_churn.c)
+// kept 2.3-2.9x their live bytes resident that way, 1.8-2.0x with
+// FindRun (docs/benchmarks/tuning_log.md).
 
 // A bit per page of c, set where the page is in a free block.
 using PageMap = uint64_t[kPagesPerChunk / 64];
@@ -198,8 +199,8 @@ int BestFitIn(const PageMap& map, const PageRequest& r, uint32_t* longest) {
   return best;
 }
 
-// Where h has no free block of r's order: r's pages from a chunk whose free
-// pages hold them contiguously.  Such a run of n pages contains a whole
+// r's pages (r.pages not a power of two) from a chunk whose free pages hold
+// them contiguously, before any block of r's order is split.  Such a run of n pages contains a whole
 // free block of order floor(log2 n) - 1 or more, so only the chunks on
 // those orders' lists are candidates.  Each is looked at once, from the
 // list of its largest free block, and skipped while its recorded longest
