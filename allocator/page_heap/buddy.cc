@@ -151,7 +151,7 @@ void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
 // its own size, the tail freed: a chunk whose free pages lay in pieces
 // smaller than that order could not serve it even where n of them were
 // contiguous, and the heap took fresh pages (or grew) instead.  Threads
-// replacing buffers of random sizes to 1 MiB (bench/alloc/large_churn.c)
+// replacing buffers of random sizes to 1 MiB (bench/workloads/large_churn.cc)
 // kept 2.3-2.9x their live bytes resident that way, 1.8-2.0x with
 // FindRun (docs/benchmarks/tuning_log.md).
 

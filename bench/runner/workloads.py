@@ -52,6 +52,9 @@ WORKLOADS = [
     Workload("thread_churn", "thread_churn", "thread_churn", [],
              "10,000 short-lived threads that allocate and hand objects to "
              "the main thread"),
+    Workload("large_churn", "large_churn", "large_churn", [],
+             "threads replace buffers of random sizes, 1 in 8 of 8 KiB-1 MiB; "
+             "peak RSS against peak live bytes"),
 ] + [Workload(name, "programs", "", [], spec[3])
      for name, spec in programs.PROGRAMS.items()]
 
@@ -63,7 +66,8 @@ GROUPS = sorted({w.group for w in WORKLOADS if w.group != w.name})
 STATS_ROW = "handoff_pinned"
 
 # Extra metrics shown on stdout too, with their ratio to glibc.
-HIGHLIGHT = {"fragmentation": ["rss_end_kb"], "redis": ["server_hwm_kb"]}
+HIGHLIGHT = {"fragmentation": ["rss_end_kb"], "redis": ["server_hwm_kb"],
+             "large_churn": ["rss_over_live_pct"]}
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 # name -> (library to preload or "" for none, Debian package or "")
