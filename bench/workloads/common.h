@@ -245,8 +245,8 @@ class Rng {
 //   word 1 (size>=16): Mix64(word 0)
 //   last word (size>=24, at size - 8, unaligned): ~Mix64(word 0)
 // so the object itself says what it is, and whoever frees it can check it
-// without any side table.  Larger objects use StampLarge / CheckLarge with
-// the size kept by the caller.
+// without any side table.  Larger objects carry FillPattern (below), which
+// the caller checks with CheckPattern and the size it kept.
 
 inline constexpr size_t kMaxStampSize = 8192;
 inline constexpr uint64_t kIdMask = (1ULL << 36) - 1;
