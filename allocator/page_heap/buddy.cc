@@ -8,6 +8,7 @@
 #include "allocator/page_heap/bitmap.h"
 #include "allocator/page_heap/meta_arena.h"
 #include "allocator/page_heap/pagemap.h"
+#include "allocator/page_heap/run_fit.h"
 
 namespace cidmalloc::page_heap {
 
@@ -44,7 +45,7 @@ void ListRemove(NodeHeap* h, ChunkInfo* c, int k) {
 void MarkFree(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
   SetBit(c->free_bits, BlockBit(k, i));
   ++c->free_blocks[k];
-  c->longest_free_run = kUnknownRun;
+  FitForget(h, c);
   ListInsert(h, c, k);
 }
 void MarkUsed(NodeHeap* h, ChunkInfo* c, int k, uint32_t i) {
@@ -146,88 +147,6 @@ void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
   MarkFree(h, c, k, i);
 }
 
-// ---- Runs that are not a power of two ---------------------------------------
-// A run of n pages used to take a block of 2^order pages at an alignment of
-// its own size, the tail freed: a chunk whose free pages lay in pieces
-// smaller than that order could not serve it even where n of them were
-// contiguous, and the heap took fresh pages (or grew) instead.  Threads
-// replacing buffers of random sizes to 1 MiB (bench/workloads/large_churn.cc)
-// kept 2.3-2.9x their live bytes resident that way, 1.8-2.0x with
-// FindRun (docs/benchmarks/tuning_log.md).
-
-// A bit per page of c, set where the page is in a free block.
-using PageMap = uint64_t[kPagesPerChunk / 64];
-void FreePageMap(const ChunkInfo* c, PageMap& map) {
-  // Order 0's bits are the pages' own (BlockBit(0, i) == i).
-  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) map[w] = c->free_bits[w];
-  for (int k = 1; k <= kMaxOrder; ++k) {
-    if (c->free_blocks[k] == 0) continue;
-    const uint32_t first = BlockBit(k, 0), end = first + BlocksOfOrder(k);
-    uint32_t take;
-    for (uint32_t b = first; b < end; b += take) {
-      for (uint64_t word = BitsAt(c->free_bits, b, end, &take); word != 0;
-           word &= word - 1) {
-        const uint32_t i = b + __builtin_ctzll(word) - first;
-        ChangeBits(map, i << k, 1u << k, BitOp::kSet);
-      }
-    }
-  }
-}
-
-// The first page of the shortest run of free pages in `map` that holds r's
-// pages at its alignment (where they would start in it), or -1; *longest
-// is the longest run, aligned or not.
-int BestFitIn(const PageMap& map, const PageRequest& r, uint32_t* longest) {
-  int best = -1;
-  uint32_t best_length = kPagesPerChunk + 1;
-  *longest = 0;
-  for (uint32_t p = 0; p < kPagesPerChunk;) {
-    const int start = FindFirst(map, p, kPagesPerChunk - p);
-    if (start < 0) break;
-    const int clear = FindFirstClear(map, static_cast<uint32_t>(start),
-                                     kPagesPerChunk - start);
-    const uint32_t s = static_cast<uint32_t>(start);
-    const uint32_t e = clear < 0 ? kPagesPerChunk : static_cast<uint32_t>(clear);
-    if (e - s > *longest) *longest = e - s;
-    const uint32_t at = (s + r.align_pages - 1) & ~(r.align_pages - 1);
-    if (at + r.pages <= e && e - s < best_length) {
-      best = static_cast<int>(at);
-      best_length = e - s;
-    }
-    p = e;
-  }
-  return best;
-}
-
-// r's pages (r.pages not a power of two) from a chunk whose free pages hold
-// them contiguously, before any block of r's order is split.  Such a run of n pages contains a whole
-// free block of order floor(log2 n) - 1 or more, so only the chunks on
-// those orders' lists are candidates.  Each is looked at once, from the
-// list of its largest free block, and skipped while its recorded longest
-// run is too short.  The first chunk that fits gives its best fit.
-bool FindRun(NodeHeap* h, const PageRequest& r, ChunkInfo** chunk,
-             uint32_t* page) {
-  const int log2 = 31 - __builtin_clz(r.pages);
-  const int lowest = log2 > 0 ? log2 - 1 : 0;
-  for (int k = lowest; k <= kMaxOrder; ++k) {
-    for (ChunkInfo* c = h->order_head[k]; c != nullptr; c = c->order_next[k]) {
-      if ((c->listed_orders >> (k + 1)) != 0) continue;  // Seen already.
-      if (c->longest_free_run < r.pages) continue;  // kUnknownRun is not.
-      PageMap map;
-      FreePageMap(c, map);
-      uint32_t longest;
-      const int p = BestFitIn(map, r, &longest);
-      c->longest_free_run = static_cast<uint16_t>(longest);
-      if (p >= 0) {
-        *chunk = c;
-        *page = static_cast<uint32_t>(p);
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // Only free pages are marked released: taking pages clears their bits (a
 // page handed out as released would be promised to read as zero).
 void CheckReleasedAreFree(const ChunkInfo* c) {
@@ -293,6 +212,7 @@ ChunkInfo* DetachFreeChunks(NodeHeap* h) {
   while (ChunkInfo* c = h->order_head[kMaxOrder]) {
     const uint32_t released = CountReleased(c, 0, kPagesPerChunk);
     MarkUsed(h, c, kMaxOrder, 0);
+    FitRemove(h, c);
     h->free_pages -= kPagesPerChunk;
     h->released_free_pages -= released;
     h->decay.Released(kPagesPerChunk - released);  // Committed ones leave.
@@ -399,21 +319,10 @@ void CheckHeap(NodeHeap* h) {
         released += CountReleased(c, i << k, 1u << k);
       }
       CIDMALLOC_CHECK(blocks != 0, "listed chunk without a free block");
-      // A recorded longest free stretch is never shorter than the chunk's
-      // (checked once per chunk: at its highest order's list).
-      if ((c->listed_orders >> (k + 1)) == 0 &&
-          c->longest_free_run != kUnknownRun) {
-        PageMap map;
-        FreePageMap(c, map);
-        uint32_t longest;
-        BestFitIn(map, PageRequest{1, 1, 0}, &longest);
-        CIDMALLOC_CHECK(c->longest_free_run >= longest,
-                        "a chunk's recorded longest free run is too short");
-      }
-      CIDMALLOC_CHECK(blocks == c->free_blocks[k], "free block count");
     }
   }
   CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
+  CheckFit(h);
   if (h->parked_pages != 0) {
     const ChunkInfo* c = h->parked_chunk;
     CIDMALLOC_CHECK(c->node == node && c->arena == ArenaOf(h) &&

@@ -13,6 +13,7 @@
 #include "allocator/page_heap/chunk.h"
 #include "allocator/page_heap/node_heap.h"
 #include "allocator/page_heap/release_decay.h"
+#include "allocator/page_heap/run_fit.h"
 
 namespace cidmalloc::page_heap {
 
@@ -45,19 +46,10 @@ inline void NotePagesTaken(NodeHeap* h) {
 // Whether a heap with no free block large enough may reserve more chunks.
 enum class Reserve : uint8_t { kMayGrow, kFreeBlocksOnly };
 
-// What an allocation asks of a heap: `pages` pages at an alignment of
-// `align_pages` pages (a power of two), and `order`, the least k with 2^k
-// at least both: the buddy block that holds them.
-struct PageRequest {
-  uint32_t pages;
-  uint32_t align_pages;
-  int order;
-};
-
-// The pages of r from a free block of its order (split as needed, its tail
-// freed); where the heap has none and r.pages is not a power of two, from
-// the best fit among the free pages of the first chunk that has room for
-// them (FindRun in buddy.cc), before the heap grows.  0 if h has neither
+// The pages of r: where r.pages is not a power of two, at their best fit in
+// the chunk whose longest stretch of free pages is the shortest that holds
+// them (run_fit.h); else, or where no chunk has room, from a free block of
+// r's order (split as needed, its tail freed), which the heap grows for.  0 if h has neither
 // and may not (or cannot) grow.  *zeroed tells whether every page is known
 // to read as zero.
 uintptr_t TakeBlockPages(NodeHeap* h, const PageRequest& r, Reserve reserve,

@@ -44,8 +44,8 @@ enum class ChunkKind : uint8_t { kHeap = 1, kHuge = 2 };
 // its node's cache of mappings for reuse (huge_cache.h).
 enum class HugeState : uint8_t { kLive = 0, kCached = 1 };
 
-// ChunkInfo::longest_free_run when no search has measured it since pages
-// were last freed in the chunk.
+// ChunkInfo::fit_bucket of a chunk freed into since a search last
+// measured its longest stretch of free pages (run_fit.h).
 inline constexpr uint16_t kUnknownRun = 0xffff;
 
 // Bit index of block `i` of order `k` in ChunkInfo::free_bits.
@@ -93,11 +93,14 @@ struct ChunkInfo {
   // How many blocks of order k are free (bits set at order k): the chunk
   // leaves the order-k list when it drops to 0, without a scan of the bits.
   uint16_t free_blocks[kMaxOrder + 1];
-  // The longest run of free pages the last search for a run found in this
-  // chunk (buddy.cc, FindRun), or kUnknownRun: pages freed since (any
-  // MarkFree) may have made it longer.  Taking pages only shortens runs,
-  // so a known value stays an upper bound until then.
-  uint16_t longest_free_run;
+  // The heap's index of chunks by their longest stretch of free pages
+  // (run_fit.h): fit_bucket is the list the chunk is on, its recorded
+  // stretch (1 to kPagesPerChunk, an upper bound), kUnknownRun for the
+  // list of chunks to measure again, 0 for none (no free pages when last
+  // measured, or never freed into).
+  ChunkInfo* fit_next;
+  ChunkInfo* fit_prev;
+  uint16_t fit_bucket;
 
   // --- Large allocations: written when a run is allocated (AllocLarge,
   // after the page heap lock is let go), resized (ResizeRun, under the

@@ -22,6 +22,13 @@ struct alignas(64) NodeHeap {
   os::SpinLock lock;
   // Everything below is guarded by `lock`.
   ChunkInfo* order_head[kMaxOrder + 1] = {};
+  // The index of chunks by longest stretch of free pages (run_fit.h):
+  // fit_head[L] lists the chunks whose recorded stretch is L pages, bit L
+  // of fit_nonempty is set while that list is not empty, fit_unknown lists
+  // the chunks to measure again.
+  ChunkInfo* fit_unknown = nullptr;
+  ChunkInfo* fit_head[kPagesPerChunk + 1] = {};
+  uint64_t fit_nonempty[kPagesPerChunk / 64 + 1] = {};
   // The page run freed last, kept whole (not merged into the buddy heap)
   // for an allocation of the same length (buddy.h, ParkRun); parked_pages
   // is 0 when there is none.  Its pages are not free blocks (free_pages

@@ -1,19 +1,21 @@
 // tests/allocator/page_heap_fit_test.cc: page runs whose length is not a
 // power of two go where their pages fit, not only into a free block of the
-// next power of two (buddy.cc, FindRun).
+// next power of two (page_heap/run_fit.h).
 //
 // This binary is not linked with cidmalloc: it drives layer 3 directly, on
 // node 0's arena 0, with the automatic release off (an unlimited
-// threshold).  Each test starts and ends with the heap's one chunk wholly
+// threshold).  Each PageHeapFit test starts and ends with the heap's one chunk wholly
 // free (and returned to the OS): it fills the chunk with 32 runs of 8 pages, frees some of them to
 // leave holes, and asks for a run that only a hole can hold without the
 // heap growing.
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "allocator/os/config.h"
 #include "allocator/page_heap/page_heap.h"
 #include "gtest/gtest.h"
+#include "tests/allocator/test_util.h"
 
 namespace {
 
@@ -36,13 +38,17 @@ size_t Mapped() {
   return stats.mapped_bytes;
 }
 
+// The page heap reads its configuration through the pointer Init keeps:
+// no automatic release (an unlimited threshold).
+void InitWithoutRelease() {
+  g_config.release_threshold = SIZE_MAX / 2;
+  g_config.release_delay_ms = 0;
+  ph::Init(&g_config);
+}
+
 class PageHeapFit : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    g_config.release_threshold = SIZE_MAX / 2;
-    g_config.release_delay_ms = 0;
-    ph::Init(&g_config);
-  }
+  static void SetUpTestSuite() { InitWithoutRelease(); }
   // Fills the heap's chunk with kRuns runs of 8 pages, each marked with its
   // index, run[i] at page 8 * i.
   void SetUp() override {
@@ -158,6 +164,94 @@ TEST_F(PageHeapFit, TheShortestHoleThatHoldsTheRunIsTaken) {
   memset(reinterpret_cast<void*>(p), 0xcc, 20 * kPage);
   ExpectRunsIntact();
   Free(p);
+}
+
+// The chunk: how runs are placed among chunks.  A heap of its own (the
+// BUILD rule page_heap_fit_chunks_test runs only this suite): it grows to
+// more than one chunk, which PageHeapFit's tests must not find.
+class PageHeapFitAcrossChunks : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { InitWithoutRelease(); }
+  void TearDown() override { ph::CheckInvariants(); }
+};
+
+TEST_F(PageHeapFitAcrossChunks, TheChunkWithTheShortestStretchThatFitsIsTaken) {
+  // Two chunks full of 8-page runs; in the first a 40-page hole, in the
+  // second a 24-page one.  20 pages go to the second chunk's hole, though
+  // the first chunk was freed into last.
+  bool zeroed;
+  uintptr_t runs[2 * kRuns];
+  for (uint32_t i = 0; i < 2 * kRuns; ++i) runs[i] = Alloc(8, kPage, &zeroed);
+  uintptr_t chunk[2] = {runs[0] & ~(ph::kChunkSize - 1), 0};
+  for (uint32_t i = 0; i < 2 * kRuns; ++i) {
+    const uintptr_t c = runs[i] & ~(ph::kChunkSize - 1);
+    if (c != chunk[0]) chunk[1] = c;
+  }
+  ASSERT_NE(chunk[1], 0u);
+  // The run at page p of chunk c.
+  auto run_at = [&](int c, uint32_t p) -> uintptr_t& {
+    for (uintptr_t& r : runs) {
+      if (r == chunk[c] + p * kPage) return r;
+    }
+    ADD_FAILURE() << "no run at page " << p << " of chunk " << c;
+    return runs[0];
+  };
+  auto hole = [&](int c, uint32_t from_page, uint32_t to_page) {
+    for (uint32_t p = from_page; p < to_page; p += 8) {
+      uintptr_t& r = run_at(c, p);
+      Free(r);
+      r = 0;
+    }
+  };
+  hole(1, 80, 104);
+  hole(0, 16, 56);
+  // A run freed last stays parked, out of the holes: park one elsewhere.
+  uintptr_t& last = run_at(1, 248);
+  Free(last);
+  last = 0;
+  const uintptr_t p = Alloc(20, kPage, &zeroed);
+  EXPECT_EQ(p, chunk[1] + 80 * kPage);
+  ph::CheckInvariants();
+  Free(p);
+  for (uintptr_t r : runs) {
+    if (r != 0) Free(r);
+  }
+}
+
+TEST_F(PageHeapFitAcrossChunks, ChunksUnmappedWhenTheOsRefusesLeaveTheIndex) {
+  // Wholly free chunks (freed into: on the index's list to measure again),
+  // then a mapping of its own that the address-space limit refuses: the
+  // page heap unmaps the free chunks and tries again (DropFreeMappings).
+  // The index must not keep them (CheckInvariants: every chunk on it is
+  // still in the pagemap).
+  bool zeroed;
+  uintptr_t runs[kRuns];
+  for (uintptr_t& r : runs) r = Alloc(8, kPage, &zeroed);
+  for (uintptr_t r : runs) Free(r);
+  // Unparks the last run, and measures the chunk it takes.
+  const uintptr_t three = Alloc(3, kPage, &zeroed);
+  ph::CheckInvariants();
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  const size_t vm = cidmalloc_test::VmSizeBytes();
+  ASSERT_GT(vm, 0u);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(vm + ph::kChunkSize);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  void* huge = ph::AllocLarge(0, 0, 16 * ph::kChunkSize, kPage, &zeroed);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  if (huge != nullptr) ph::FreeLarge(ph::LookupChunk(
+                           reinterpret_cast<uintptr_t>(huge)),
+                       reinterpret_cast<uintptr_t>(huge));
+  ph::NodeStats stats;
+  ph::GetNodeStats(0, &stats);
+  EXPECT_LT(stats.mapped_bytes, 2 * ph::kChunkSize)
+      << "the free chunks were not unmapped";
+  ph::CheckInvariants();
+  // The heap still places runs.
+  const uintptr_t p = Alloc(20, kPage, &zeroed);
+  Free(p);
+  Free(three);
 }
 
 }  // namespace
