@@ -49,9 +49,9 @@ enum class Reserve : uint8_t { kMayGrow, kFreeBlocksOnly };
 // The pages of r: where r.pages is not a power of two, at their best fit in
 // the chunk whose longest stretch of free pages is the shortest that holds
 // them (run_fit.h); else, or where no chunk has room, from a free block of
-// r's order (split as needed, its tail freed), which the heap grows for.  0 if h has neither
-// and may not (or cannot) grow.  *zeroed tells whether every page is known
-// to read as zero.
+// r's order (split as needed, its tail freed), which the heap grows for.
+// 0 if h has neither and may not (or cannot) grow.  *zeroed tells whether
+// every page is known to read as zero.
 uintptr_t TakeBlockPages(NodeHeap* h, const PageRequest& r, Reserve reserve,
                          bool* zeroed, ChunkInfo** chunk_out);
 // The same, but the parked run first if it has that length and alignment
