@@ -319,6 +319,7 @@ void CheckHeap(NodeHeap* h) {
         released += CountReleased(c, i << k, 1u << k);
       }
       CIDMALLOC_CHECK(blocks != 0, "listed chunk without a free block");
+      CIDMALLOC_CHECK(blocks == c->free_blocks[k], "free block count");
     }
   }
   CIDMALLOC_CHECK(free_pages == h->free_pages, "free page count");
