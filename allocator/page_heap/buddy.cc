@@ -150,14 +150,8 @@ void FreeBlock(NodeHeap* h, ChunkInfo* c, uint32_t page, int k) {
 // Only free pages are marked released: taking pages clears their bits (a
 // page handed out as released would be promised to read as zero).
 void CheckReleasedAreFree(const ChunkInfo* c) {
-  uint64_t free_pages[kPagesPerChunk / 64] = {};
-  for (int k = 0; k <= kMaxOrder; ++k) {
-    for (uint32_t i = 0; i < BlocksOfOrder(k); ++i) {
-      if (TestBit(c->free_bits, BlockBit(k, i))) {
-        ChangeBits(free_pages, i << k, 1u << k, BitOp::kSet);
-      }
-    }
-  }
+  uint64_t free_pages[kPagesPerChunk / 64];
+  FreePageMap(c, free_pages);
   for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) {
     CIDMALLOC_CHECK((c->released[w] & ~free_pages[w]) == 0,
                     "a page in use is marked released");
@@ -165,6 +159,23 @@ void CheckReleasedAreFree(const ChunkInfo* c) {
 }
 
 }  // namespace
+
+void FreePageMap(const ChunkInfo* c, uint64_t* map) {
+  // Order 0's bits are the pages' own (BlockBit(0, i) == i).
+  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) map[w] = c->free_bits[w];
+  for (int k = 1; k <= kMaxOrder; ++k) {
+    if (c->free_blocks[k] == 0) continue;
+    const uint32_t first = BlockBit(k, 0), end = first + BlocksOfOrder(k);
+    uint32_t take;
+    for (uint32_t b = first; b < end; b += take) {
+      for (uint64_t word = BitsAt(c->free_bits, b, end, &take); word != 0;
+           word &= word - 1) {
+        const uint32_t i = b + __builtin_ctzll(word) - first;
+        ChangeBits(map, i << k, 1u << k, BitOp::kSet);
+      }
+    }
+  }
+}
 
 // Frees pages [page, page + n) of c, as naturally aligned blocks.
 void FreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n) {

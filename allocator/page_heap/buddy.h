@@ -81,6 +81,9 @@ bool TakeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
 // The same without merging the parked run: its pages are not free blocks,
 // so a range that holds one of them is not taken.
 bool TakeFreeRange(NodeHeap* h, ChunkInfo* c, uint32_t page, uint32_t n);
+// Fills map (kPagesPerChunk bits) with a bit per page of c, set where the
+// page is in a free block.
+void FreePageMap(const ChunkInfo* c, uint64_t* map);
 // The order of the free block of c that contains page p, or -1.
 int FreeOrderAt(const ChunkInfo* c, uint32_t p);
 

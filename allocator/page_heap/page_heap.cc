@@ -57,9 +57,10 @@ uintptr_t AllocPages(NodeHeap* h, const PageRequest& r, bool* zeroed,
   return p;
 }
 
-// The pages of r for a thread of arena `arena` of `node`: from that heap's free blocks; else from another arena of the
-// node whose lock is free at that moment (its free blocks; arena 0 may also
-// grow for it); else from its own heap, which grows.  An arena other than 0
+// The pages of r for a thread of arena `arena` of `node`: from that heap's
+// free blocks; else from another arena of the node whose lock is free at
+// that moment (its free blocks; arena 0 may also grow for it); else from
+// its own heap, which grows.  An arena other than 0
 // thus reserves chunks only after its thread found arena 0 busy, and the
 // free blocks of an idle arena are reused before more is reserved.  The
 // price is glibc's: threads that do meet keep their free memory apart

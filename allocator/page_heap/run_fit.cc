@@ -11,30 +11,11 @@ namespace cidmalloc::page_heap {
 
 namespace {
 
-// A bit per page of c, set where the page is in a free block.
-using PageMap = uint64_t[kPagesPerChunk / 64];
-void FreePageMap(const ChunkInfo* c, PageMap& map) {
-  // Order 0's bits are the pages' own (BlockBit(0, i) == i).
-  for (uint32_t w = 0; w < kPagesPerChunk / 64; ++w) map[w] = c->free_bits[w];
-  for (int k = 1; k <= kMaxOrder; ++k) {
-    if (c->free_blocks[k] == 0) continue;
-    const uint32_t first = BlockBit(k, 0), end = first + BlocksOfOrder(k);
-    uint32_t take;
-    for (uint32_t b = first; b < end; b += take) {
-      for (uint64_t word = BitsAt(c->free_bits, b, end, &take); word != 0;
-           word &= word - 1) {
-        const uint32_t i = b + __builtin_ctzll(word) - first;
-        ChangeBits(map, i << k, 1u << k, BitOp::kSet);
-      }
-    }
-  }
-}
-
 // The first page of the shortest stretch of free pages of c that holds r's
 // pages at their alignment (where they would start in it), or -1; *longest
 // is c's longest stretch, aligned or not.
 int BestFitIn(const ChunkInfo* c, const PageRequest& r, uint32_t* longest) {
-  PageMap map;
+  uint64_t map[kPagesPerChunk / 64];
   FreePageMap(c, map);
   int best = -1;
   uint32_t best_length = kPagesPerChunk + 1;
